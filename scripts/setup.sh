@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Create .venv and install spanning with its test and Spark extras. Idempotent: re-runs only
+# when pyproject.toml changed. Checks for Java 17+, which the Spark job needs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v java >/dev/null 2>&1; then
+    echo "error: Java was not found. The Spark job needs Java 17 or newer:" >&2
+    echo "       install it (Debian/Ubuntu: apt-get install -y openjdk-17-jre-headless) and re-run." >&2
+    exit 3
+fi
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+if [ -n "$java_major" ] && [ "$java_major" -lt 17 ]; then
+    echo "error: Java $java_major found; Spark 4 needs Java 17 or newer." >&2
+    exit 3
+fi
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$python" -m venv .venv
+fi
+stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e ".[test,spark]"
+    rm -f .venv/.installed-*
+    touch "$stamp"
+fi

@@ -1,0 +1,55 @@
+"""spanning: exact sliding-window aggregates over spanning events (paper 001: SE-Slicing).
+
+>>> import spanning
+>>> eng = spanning.Engine(spanning.WindowSpec(15, 5, ttp=20), {"n": "count"})
+>>> eng.insert(16, 34)
+[]
+
+The batch entry point is ``spanning.aggregate``; see its docstring.
+"""
+
+from spanning.aggregates import (
+    Aggregate,
+    UserAggregate,
+    argmax,
+    argmin,
+    count,
+    maxcount,
+    maximum,
+    mean,
+    mincount,
+    minimum,
+    parse_aggregate,
+    stddev,
+    stddev_pop,
+    sum_of,
+)
+from spanning.batch import aggregate
+from spanning.engine import Engine, LateEvent, Window
+from spanning.registry import TECHNIQUES
+from spanning.windows import PairsSlicer, WindowSpec
+
+__all__ = [
+    "Aggregate",
+    "Engine",
+    "LateEvent",
+    "PairsSlicer",
+    "TECHNIQUES",
+    "UserAggregate",
+    "Window",
+    "WindowSpec",
+    "aggregate",
+    "argmax",
+    "argmin",
+    "count",
+    "maxcount",
+    "maximum",
+    "mean",
+    "mincount",
+    "minimum",
+    "parse_aggregate",
+    "stddev",
+    "stddev_pop",
+    "sum_of",
+]
+__version__ = "0.1.0"

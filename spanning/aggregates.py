@@ -1,0 +1,637 @@
+"""Aggregate functions in lift / combine / lower form (paper 001 §2.3, §3.1, Table 1).
+
+Each aggregate has two faces that give the same results:
+
+* the scalar face (``identity``, ``lift``, ``combine``, ``lower``) used by the per-event path, where a
+  partial is a small Python value;
+* the array face (``window_partials``, ``merge``, ``lower_partials``) used by the batch path, where a
+  partial is a tuple of numpy arrays with one entry per window.
+
+``duplicate_sensitive`` tells a technique whether an event may be combined into several slices
+(max-like, Table 1 "selective") or must go through the (φ, ϕ) pair (sum-like, "cumulative", §3.2).
+
+SQL null semantics: nulls (None, NaN, pandas NA) are ignored; ``count`` counts events, ``count:col``
+non-null values; everything else is null over no values.
+
+>>> agg = parse_aggregate("max:duration")
+>>> agg.lower(agg.combine(agg.lift({"duration": 18}, 0), agg.lift({"duration": 63}, 1)))
+63
+>>> parse_aggregate("mean:bytes").lower((30, 3))
+10.0
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spanning.ranges import explode, range_count, range_max, range_sum_int
+
+__all__ = [
+    "Aggregate",
+    "BatchColumns",
+    "UserAggregate",
+    "parse_aggregate",
+    "BUILTIN_AGGREGATES",
+    "count",
+    "sum_of",
+    "mean",
+    "minimum",
+    "maximum",
+    "stddev",
+    "stddev_pop",
+    "argmin",
+    "argmax",
+    "mincount",
+    "maxcount",
+]
+
+
+class BatchColumns:
+    """The batch path's view of the events: one numpy array per column, plus which entries are null.
+
+    ``seq`` is each event's arrival number (its row position in the input); arg-aggregates break ties
+    on it and return it when no result column is named.
+    """
+
+    def __init__(self, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], seq: np.ndarray) -> None:
+        self._columns = columns
+        self.seq = seq
+
+    def values(self, name: str) -> np.ndarray:
+        return self._columns[name][0]
+
+    def valid(self, name: str) -> np.ndarray:
+        return self._columns[name][1]
+
+    def subset(self, index: np.ndarray) -> BatchColumns:
+        return BatchColumns({k: (v[index], m[index]) for k, (v, m) in self._columns.items()}, self.seq[index])
+
+
+def is_null(value: Any) -> bool:
+    """SQL null: None, NaN or pandas' NA/NaT."""
+    if value is None:
+        return True
+    kind = type(value)
+    if kind is int or kind is str:  # the common cases, without pandas
+        return False
+    if kind is float:
+        return value != value
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # containers are never null
+        return False
+
+
+def nullable(values: np.ndarray, present: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """Values as a pandas nullable array (Int64 or Float64), null where ``present`` is False."""
+    if values.dtype.kind in "iub":
+        return pd.arrays.IntegerArray(values.astype(np.int64), ~present)
+    return pd.arrays.FloatingArray(values.astype(np.float64), ~present)
+
+
+class Aggregate:
+    """Protocol of every aggregate. Subclasses fill in both faces."""
+
+    name: str = "aggregate"
+    columns: tuple[str, ...] = ()
+    duplicate_sensitive: bool = True
+    numeric_columns: tuple[str, ...] = ()  # columns the batch path must read as numbers
+
+    # --- scalar face (per-event path) -------------------------------------------------------
+    def identity(self) -> Any:
+        raise NotImplementedError
+
+    def lift(self, row: Mapping[str, Any] | None, seq: int) -> Any:
+        raise NotImplementedError
+
+    def combine(self, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def lower(self, partial: Any) -> Any:
+        raise NotImplementedError
+
+    # --- array face (batch path) ------------------------------------------------------------
+    vectorised: bool = True
+
+    def window_partials(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> tuple:
+        raise NotImplementedError
+
+    def merge(self, a: tuple, b: tuple) -> tuple:
+        """Combine two partial arrays window by window, ``a`` holding the older events."""
+        raise NotImplementedError
+
+    def lower_partials(self, partials: tuple) -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<aggregate {self.name}>"
+
+
+def _value(row: Mapping[str, Any] | None, column: str) -> Any:
+    value = row[column] if row is not None else None
+    if value is None or type(value) is int:
+        return value
+    return None if is_null(value) else value
+
+
+# ------------------------------------------------------------------------------------------------
+# sum-like, cumulative (duplicate-sensitive)
+
+
+class Count(Aggregate):
+    """``count`` counts events; ``count:col`` counts the non-null values of ``col``."""
+
+    def __init__(self, column: str | None = None) -> None:
+        self.column = column
+        self.columns = (column,) if column else ()
+        self.name = f"count:{column}" if column else "count"
+
+    def identity(self) -> int:
+        return 0
+
+    def lift(self, row, seq):
+        if self.column is None:
+            return 1
+        return 0 if _value(row, self.column) is None else 1
+
+    combine = staticmethod(operator.add)
+
+    def lower(self, partial):
+        return partial
+
+    def window_partials(self, cols, first, last, n):
+        if self.column is not None:
+            keep = cols.valid(self.column)
+            first, last = first[keep], last[keep]
+        return (range_count(first, last, n),)
+
+    def merge(self, a, b):
+        return (a[0] + b[0],)
+
+    def lower_partials(self, partials):
+        return partials[0].astype(np.int64)
+
+
+class Sum(Aggregate):
+    """Sum of a column; exact for integers (Python ints per event, wrapping int64 in batch)."""
+
+    def __init__(self, column: str) -> None:
+        self.column = column
+        self.columns = self.numeric_columns = (column,)
+        self.name = f"sum:{column}"
+
+    def identity(self):
+        return None
+
+    def lift(self, row, seq):
+        return _value(row, self.column)
+
+    def combine(self, a, b):
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return a + b
+
+    def lower(self, partial):
+        return partial
+
+    def window_partials(self, cols, first, last, n):
+        values, keep = cols.values(self.column), cols.valid(self.column)
+        values, first, last = values[keep], first[keep], last[keep]
+        counts = range_count(first, last, n)
+        if values.dtype.kind in "iub":
+            return range_sum_int(first, last, n, values.astype(np.int64)), counts
+        event, window = explode(first, last)
+        return np.bincount(window, weights=values[event], minlength=n), counts
+
+    def merge(self, a, b):
+        with np.errstate(over="ignore"):
+            return a[0] + b[0], a[1] + b[1]
+
+    def lower_partials(self, partials):
+        sums, counts = partials
+        return nullable(sums, counts > 0)
+
+
+class Mean(Aggregate):
+    """Arithmetic mean: partial (sum, n), lowered to sum / n."""
+
+    def __init__(self, column: str) -> None:
+        self.column = column
+        self._sum = Sum(column)
+        self.columns = self.numeric_columns = (column,)
+        self.name = f"mean:{column}"
+
+    def identity(self):
+        return (0, 0)
+
+    def lift(self, row, seq):
+        value = _value(row, self.column)
+        return (0, 0) if value is None else (value, 1)
+
+    def combine(self, a, b):
+        return (a[0] + b[0], a[1] + b[1])
+
+    def lower(self, partial):
+        total, n = partial
+        return total / n if n else None
+
+    def window_partials(self, cols, first, last, n):
+        return self._sum.window_partials(cols, first, last, n)
+
+    def merge(self, a, b):
+        return self._sum.merge(a, b)
+
+    def lower_partials(self, partials):
+        sums, counts = partials
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = sums / np.where(counts > 0, counts, 1)
+        return nullable(means, counts > 0)
+
+
+class StdDev(Aggregate):
+    """Standard deviation, sample (n - 1) or population (n); partial (n, mean, M2), Chan et al.'s merge."""
+
+    def __init__(self, column: str, population: bool = False) -> None:
+        self.column = column
+        self.population = population
+        self.columns = self.numeric_columns = (column,)
+        self.name = f"{'stddev_pop' if population else 'stddev'}:{column}"
+
+    def identity(self):
+        return (0, 0.0, 0.0)
+
+    def lift(self, row, seq):
+        value = _value(row, self.column)
+        return (0, 0.0, 0.0) if value is None else (1, float(value), 0.0)
+
+    def combine(self, a, b):
+        na, ma, m2a = a
+        nb, mb, m2b = b
+        if not na:
+            return b
+        if not nb:
+            return a
+        n = na + nb
+        delta = mb - ma
+        return (n, ma + delta * nb / n, m2a + m2b + delta * delta * na * nb / n)
+
+    def lower(self, partial):
+        n, _, m2 = partial
+        dof = n if self.population else n - 1
+        return math.sqrt(max(m2, 0.0) / dof) if dof > 0 else None
+
+    def window_partials(self, cols, first, last, n):
+        values, keep = cols.values(self.column), cols.valid(self.column)
+        values, first, last = values[keep].astype(np.float64), first[keep], last[keep]
+        event, window = explode(first, last)
+        x = values[event]
+        counts = np.bincount(window, minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = np.bincount(window, weights=x, minlength=n) / np.where(counts > 0, counts, 1)
+        m2 = np.bincount(window, weights=(x - means[window]) ** 2, minlength=n)  # two-pass, centred
+        return counts, means, m2
+
+    def merge(self, a, b):
+        na, ma, m2a = a
+        nb, mb, m2b = b
+        n = na + nb
+        safe = np.where(n > 0, n, 1)
+        delta = mb - ma
+        return n, ma + delta * nb / safe, m2a + m2b + delta * delta * na * nb / safe
+
+    def lower_partials(self, partials):
+        counts, _, m2 = partials
+        dof = counts if self.population else counts - 1
+        with np.errstate(invalid="ignore", divide="ignore"):
+            result = np.sqrt(np.maximum(m2, 0.0) / np.where(dof > 0, dof, 1))
+        return nullable(result, dof > 0)
+
+
+# ------------------------------------------------------------------------------------------------
+# max-like, selective (duplicate-insensitive)
+
+
+def _numeric_extreme(values: np.ndarray, largest: bool) -> tuple[np.ndarray, object]:
+    """Values turned so that the extreme is a maximum, and the sentinel below every value."""
+    if values.dtype.kind == "f":
+        return (values if largest else -values), -np.inf
+    values = values.astype(np.int64)
+    return (values if largest else -values), np.iinfo(np.int64).min
+
+
+class Extreme(Aggregate):
+    """``max`` or ``min`` of a column (selective: a slice keeps one value)."""
+
+    duplicate_sensitive = False
+
+    def __init__(self, column: str, largest: bool) -> None:
+        self.column = column
+        self.largest = largest
+        self.columns = self.numeric_columns = (column,)
+        self.name = f"{'max' if largest else 'min'}:{column}"
+
+    def identity(self):
+        return None
+
+    def lift(self, row, seq):
+        return _value(row, self.column)
+
+    def combine(self, a, b):
+        if a is None:
+            return b
+        if b is None:
+            return a
+        if self.largest:
+            return b if b > a else a
+        return b if b < a else a
+
+    def lower(self, partial):
+        return partial
+
+    def window_partials(self, cols, first, last, n):
+        values, keep = cols.values(self.column), cols.valid(self.column)
+        turned, sentinel = _numeric_extreme(values[keep], self.largest)
+        best = range_max(first[keep], last[keep], n, turned, sentinel)
+        return best, best != sentinel
+
+    def merge(self, a, b):
+        return np.maximum(a[0], b[0]), a[1] | b[1]
+
+    def lower_partials(self, partials):
+        best, present = partials
+        values = best if self.largest else -best
+        return nullable(np.where(present, values, 0), present)
+
+
+class ArgExtreme(Aggregate):
+    """``argmax:col[:ret]``: the ``ret`` value of the event with the largest ``col`` (``argmin`` likewise).
+
+    Ties go to the event that arrived first. Without ``ret`` the result is that event's arrival number
+    (its row position for ``aggregate``, its insert count for ``Engine``). Partial: (value, seq, result).
+    """
+
+    duplicate_sensitive = False
+
+    def __init__(self, column: str, largest: bool, result: str | None = None) -> None:
+        self.column = column
+        self.largest = largest
+        self.result = result
+        self.numeric_columns = (column,)
+        self.columns = (column, result) if result else (column,)
+        kind = "argmax" if largest else "argmin"
+        self.name = f"{kind}:{column}:{result}" if result else f"{kind}:{column}"
+
+    def identity(self):
+        return None
+
+    def lift(self, row, seq):
+        value = _value(row, self.column)
+        if value is None:
+            return None
+        return (value, seq, row[self.result] if self.result else seq)
+
+    def combine(self, a, b):
+        if a is None:
+            return b
+        if b is None:
+            return a
+        if a[0] == b[0]:
+            return a if a[1] < b[1] else b
+        if (b[0] > a[0]) == self.largest:
+            return b
+        return a
+
+    def lower(self, partial):
+        if partial is None:
+            return None
+        return None if is_null(partial[2]) else partial[2]
+
+    def _rank(self, values: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rank of each event in the order "better result" (the winner ranks highest), and its inverse."""
+        turned, _ = _numeric_extreme(values, self.largest)
+        order = np.lexsort((-seq, turned))  # best value last; among equals, the first arrival last
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        return rank, order
+
+    def window_partials(self, cols, first, last, n):
+        keep = cols.valid(self.column)
+        values, seq = cols.values(self.column)[keep], cols.seq[keep]
+        rank, order = self._rank(values, seq)
+        best = range_max(first[keep], last[keep], n, rank, -1)
+        present = best >= 0
+        if not len(order):  # no value at all: every window is null
+            order, values, seq = np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.int64)
+        winner = order[np.where(present, best, 0)]
+        if self.result:
+            result = _pad(cols.values(self.result)[keep])[winner]
+            result_valid = _pad(cols.valid(self.result)[keep])[winner]
+        else:
+            result, result_valid = seq[winner], np.ones(len(winner), dtype=bool)
+        return values[winner], seq[winner], result, present & result_valid, present
+
+    def merge(self, a, b):
+        va, sa, ra, oka, pa = a
+        vb, sb, rb, okb, pb = b
+        turned_a, _ = _numeric_extreme(va, self.largest)
+        turned_b, _ = _numeric_extreme(vb, self.largest)
+        take_b = pb & (~pa | (turned_b > turned_a) | ((turned_b == turned_a) & (sb < sa)))
+        return tuple(np.where(take_b, y, x) for x, y in zip(a, b, strict=True))
+
+    def lower_partials(self, partials):
+        _, _, result, ok, _ = partials
+        out = np.empty(len(result), dtype=object)
+        out[:] = [r.item() if hasattr(r, "item") else r for r in result] if len(result) else []
+        out[~ok] = None
+        return out
+
+
+def _pad(values: np.ndarray) -> np.ndarray:
+    """At least one element, so that an all-null column can still be indexed (its windows are null)."""
+    return values if len(values) else np.zeros(1, dtype=values.dtype)
+
+
+class ExtremeCount(Aggregate):
+    """``maxcount:col`` / ``mincount:col``: how many events reach the window's max (min) of ``col``.
+
+    Cumulative (Table 1): partial (extreme, count), so it takes the (φ, ϕ) path.
+    """
+
+    def __init__(self, column: str, largest: bool) -> None:
+        self.column = column
+        self.largest = largest
+        self._extreme = Extreme(column, largest)
+        self.columns = self.numeric_columns = (column,)
+        self.name = f"{'maxcount' if largest else 'mincount'}:{column}"
+
+    def identity(self):
+        return None
+
+    def lift(self, row, seq):
+        value = _value(row, self.column)
+        return None if value is None else (value, 1)
+
+    def combine(self, a, b):
+        if a is None:
+            return b
+        if b is None:
+            return a
+        if a[0] == b[0]:
+            return (a[0], a[1] + b[1])
+        return b if (b[0] > a[0]) == self.largest else a
+
+    def lower(self, partial):
+        return None if partial is None else partial[1]
+
+    def window_partials(self, cols, first, last, n):
+        best, present = self._extreme.window_partials(cols, first, last, n)
+        keep = cols.valid(self.column)
+        turned, _ = _numeric_extreme(cols.values(self.column)[keep], self.largest)
+        event, window = explode(first[keep], last[keep])
+        hits = turned[event] == best[window]
+        return best, np.bincount(window[hits], minlength=n), present
+
+    def merge(self, a, b):
+        best = np.maximum(a[0], b[0])
+        counts = np.where(a[0] == best, a[1], 0) + np.where(b[0] == best, b[1], 0)
+        return best, counts, a[2] | b[2]
+
+    def lower_partials(self, partials):
+        _, counts, present = partials
+        return nullable(counts, present)
+
+
+# ------------------------------------------------------------------------------------------------
+# user-defined
+
+
+class UserAggregate(Aggregate):
+    """An aggregate from your own functions (paper Table 1 categories decide ``duplicate_sensitive``).
+
+    ``lift(row)`` gets the event's row (a mapping); ``combine(older, newer)`` must be associative with
+    ``identity`` as neutral element. The batch path runs such aggregates on the per-event engine.
+
+    >>> longest_name = UserAggregate("longest", identity="", lift=lambda row: row["name"],
+    ...                              combine=lambda a, b: max(a, b, key=len), lower=lambda p: p or None,
+    ...                              duplicate_sensitive=False, columns=("name",))
+    >>> longest_name.lower(longest_name.combine(longest_name.lift({"name": "ab"}, 0), "abc"))
+    'abc'
+    """
+
+    vectorised = False
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        identity: Any,
+        lift: Callable[[Mapping[str, Any]], Any],
+        combine: Callable[[Any, Any], Any],
+        lower: Callable[[Any], Any] = lambda partial: partial,
+        duplicate_sensitive: bool = True,
+        columns: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self._identity = identity
+        self._lift = lift
+        self.combine = combine  # type: ignore[method-assign]
+        self.lower = lower  # type: ignore[method-assign]
+        self.duplicate_sensitive = duplicate_sensitive
+        self.columns = tuple(columns)
+
+    def identity(self):
+        return self._identity
+
+    def lift(self, row, seq):
+        return self._lift(row)
+
+
+# ------------------------------------------------------------------------------------------------
+# constructors and the "kind:column" string form
+
+
+def count(column: str | None = None) -> Aggregate:
+    """``count`` (events) or ``count:col`` (non-null values)."""
+    return Count(column)
+
+
+def sum_of(column: str) -> Aggregate:
+    return Sum(column)
+
+
+def mean(column: str) -> Aggregate:
+    return Mean(column)
+
+
+def minimum(column: str) -> Aggregate:
+    return Extreme(column, largest=False)
+
+
+def maximum(column: str) -> Aggregate:
+    return Extreme(column, largest=True)
+
+
+def stddev(column: str) -> Aggregate:
+    return StdDev(column, population=False)
+
+
+def stddev_pop(column: str) -> Aggregate:
+    return StdDev(column, population=True)
+
+
+def argmin(column: str, result: str | None = None) -> Aggregate:
+    return ArgExtreme(column, largest=False, result=result)
+
+
+def argmax(column: str, result: str | None = None) -> Aggregate:
+    return ArgExtreme(column, largest=True, result=result)
+
+
+def mincount(column: str) -> Aggregate:
+    return ExtremeCount(column, largest=False)
+
+
+def maxcount(column: str) -> Aggregate:
+    return ExtremeCount(column, largest=True)
+
+
+BUILTIN_AGGREGATES: dict[str, Callable[..., Aggregate]] = {
+    "count": count,
+    "sum": sum_of,
+    "mean": mean,
+    "min": minimum,
+    "max": maximum,
+    "stddev": stddev,
+    "stddev_pop": stddev_pop,
+    "argmin": argmin,
+    "argmax": argmax,
+    "mincount": mincount,
+    "maxcount": maxcount,
+}
+_ARITY = {"count": (0, 1), "argmin": (1, 2), "argmax": (1, 2)}
+
+
+def parse_aggregate(spec: str | Aggregate) -> Aggregate:
+    """Build an aggregate from ``"kind"`` / ``"kind:column"`` / ``"argmax:column:result"``."""
+    if isinstance(spec, Aggregate):
+        return spec
+    if not isinstance(spec, str):
+        raise ValueError(f"an aggregate must be a string like 'sum:bytes' or an Aggregate, got {spec!r}")
+    kind, *args = spec.strip().split(":")
+    if kind not in BUILTIN_AGGREGATES:
+        known = ", ".join(sorted(BUILTIN_AGGREGATES))
+        raise ValueError(f"unknown aggregate {spec!r}: the kinds are {known}")
+    low, high = _ARITY.get(kind, (1, 1))
+    if not low <= len(args) <= high or any(not a for a in args):
+        forms = {0: kind, 1: f"{kind}:column", 2: f"{kind}:column:result"}
+        allowed = " or ".join(repr(forms[n]) for n in range(low, high + 1))
+        raise ValueError(f"bad aggregate {spec!r}: write it as {allowed}")
+    return BUILTIN_AGGREGATES[kind](*args)

@@ -1,0 +1,123 @@
+"""``Engine``: the per-event entry point (one stream, one event at a time).
+
+>>> from spanning import Engine, WindowSpec
+>>> eng = Engine(WindowSpec(range=15, slide=5, ttp=20), {"n": "count", "longest": "max:duration"})
+>>> eng.insert(16, 34, {"duration": 18})
+[]
+>>> for w in eng.flush():
+...     print(w.start, w.end, w.values)
+5 20 {'n': 1, 'longest': 18}
+10 25 {'n': 1, 'longest': 18}
+15 30 {'n': 1, 'longest': 18}
+20 35 {'n': 1, 'longest': 18}
+25 40 {'n': 1, 'longest': 18}
+30 45 {'n': 1, 'longest': 18}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from spanning.aggregates import Aggregate, parse_aggregate
+from spanning.manager import Window, WindowManager
+from spanning.registry import make_technique
+from spanning.windows import WindowSpec, as_chronon
+
+__all__ = ["Engine", "LateEvent", "Window", "build_aggregates"]
+
+
+class LateEvent(NamedTuple):
+    """An event that overlapped windows already released (it still counted in the open ones)."""
+
+    start: int
+    end: int
+    row: Any
+    windows_missed: int
+    seq: int
+
+
+def build_aggregates(aggregates: Mapping[str, str | Aggregate] | None) -> tuple[list[str], list[Aggregate]]:
+    """Names and aggregate objects from the ``{"name": "kind:column"}`` form (default: a count)."""
+    if aggregates is None:
+        aggregates = {"count": "count"}
+    if not isinstance(aggregates, Mapping) or not aggregates:
+        raise ValueError("aggregates must be a non-empty dict like {'n': 'count', 'bytes': 'sum:bytes'}")
+    names = [str(name) for name in aggregates]
+    return names, [parse_aggregate(spec) for spec in aggregates.values()]
+
+
+class Engine:
+    """Sliding-window aggregates over one spanning-event stream, released as the clock passes u(w) + δ.
+
+    ``insert(start, end, row)`` takes an event ``[start, end)`` (``start == end`` is the point event
+    ``[start, start + 1)``) with its columns in ``row`` and returns the windows it released.
+    Late events are kept in ``engine.late``.
+    """
+
+    def __init__(
+        self,
+        spec: WindowSpec,
+        aggregates: Mapping[str, str | Aggregate] | None = None,
+        technique: str = "se-slicing",
+        height: int = 1,
+        start: int | None = None,
+    ) -> None:
+        if not isinstance(spec, WindowSpec):
+            raise ValueError(f"spec must be a WindowSpec, got {spec!r}")
+        self.spec = spec
+        self.names, self.aggregates = build_aggregates(aggregates)
+        self.technique = make_technique(technique, spec, self.aggregates, height)
+        series_start = None if start is None else as_chronon(start, "series start")
+        self._manager = WindowManager(spec, self.technique, self.aggregates, self.names, series_start)
+        self._lifts = [agg.lift for agg in self.aggregates]
+        self._seq = 0
+        self.late: list[LateEvent] = []
+
+    @property
+    def clock(self) -> int | None:
+        return self._manager.clock
+
+    def insert(
+        self, start: int, end: int, row: Mapping[str, Any] | None = None, seq: int | None = None
+    ) -> list[Window]:
+        """Insert one event; return the windows released by its arrival.
+
+        ``seq`` is the event's arrival number (ties in argmin/argmax go to the lowest, and it is their
+        result when no result column is named); it defaults to the number of events inserted before.
+        """
+        if seq is None:
+            seq = self._seq
+        self._seq += 1
+        return self._insert(start, end, row, seq)
+
+    def _insert(self, start: Any, end: Any, row: Any, seq: int) -> list[Window]:
+        if type(start) is not int or type(end) is not int:
+            start, end = as_chronon(start, "event start"), as_chronon(end, "event end")
+        if end <= start:
+            if end < start:
+                raise ValueError(f"event end {end} is before its start {start}")
+            end = start + 1  # a point event is the chronon [start, start + 1)
+        try:
+            lifted = [lift(row, seq) for lift in self._lifts]
+        except (KeyError, TypeError) as err:
+            raise ValueError(self._row_error(row)) from err
+        released, missed = self._manager.insert(start, end, lifted)
+        if missed:
+            self.late.append(LateEvent(start, end, row, missed, seq))
+        return released
+
+    def _row_error(self, row: Any) -> str:
+        needed = sorted({c for agg in self.aggregates for c in agg.columns})
+        if not isinstance(row, Mapping):
+            return f"row must be a mapping with the columns {needed}, got {row!r}"
+        missing = [c for c in needed if c not in row]
+        return f"row has no column {missing[0]!r}" if missing else f"row values cannot be aggregated: {row!r}"
+
+    def advance(self, t: int) -> list[Window]:
+        """Move the clock to ``t`` without an event (a watermark)."""
+        return self._manager.advance(as_chronon(t, "clock"))
+
+    def flush(self) -> list[Window]:
+        """Release every open window that starts before the clock (end of stream)."""
+        return self._manager.flush()

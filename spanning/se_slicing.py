@@ -1,0 +1,134 @@
+"""SE-Slicing: single-level slices for spanning events (paper 001 §3.2, §5.2.1, Algorithms 2-4, Table 2).
+
+Each Pairs slice keeps, per aggregate:
+
+* duplicate-sensitive ("cumulative") aggregates: the pair (φ, ϕ) of Definition 4. Here φ is
+  ``ended`` (events that end in the slice, P⌟) and ϕ is ``ongoing`` (events that overlap the slice and
+  go beyond it, P→). ``lift*`` puts an event into ``ended`` of the slice holding its end and into
+  ``ongoing`` of every earlier slice it overlaps.
+* duplicate-insensitive ("selective") aggregates: one partial, combined into every slice the event
+  overlaps (§3.2.1).
+
+At release (``combine*``, Table 2) a window is Σ ``ended`` over its slices plus ``ongoing`` of its last
+slice: an event that overlaps the window either ends in one of its slices or goes beyond the last one.
+
+Slices live in parallel Python lists indexed by slice number - ``first``; eviction moves a head index
+and compacts now and then, so append and evict are O(1) amortised (a ring buffer without wrap-around).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from spanning.aggregates import Aggregate
+from spanning.windows import PairsSlicer, WindowSpec
+
+_COMPACT_AT = 512  # drop evicted slices from the lists once this many accumulate
+
+
+class SESlicing:
+    """The SE-Slicing technique (height 1)."""
+
+    name = "se-slicing"
+
+    def __init__(self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1) -> None:
+        if height != 1:
+            raise ValueError("se-slicing has height 1; use technique 'se-ml-slicing' for height > 1")
+        self.slicer = PairsSlicer(spec)
+        self.aggregates = list(aggregates)
+        self.cumulative = [i for i, a in enumerate(aggregates) if a.duplicate_sensitive]
+        self.selective = [i for i, a in enumerate(aggregates) if not a.duplicate_sensitive]
+        self._cum_aggs = [aggregates[i] for i in self.cumulative]
+        self._sel_aggs = [aggregates[i] for i in self.selective]
+        # (slot in the slice, index in the lifted event, combine) for the insert loops
+        self._cum_slots = [(j, i, aggregates[i].combine) for j, i in enumerate(self.cumulative)]
+        self._sel_slots = [(j, i, aggregates[i].combine) for j, i in enumerate(self.selective)]
+        self._ended: list[list[Any]] = []  # φ per slice
+        self._ongoing: list[list[Any]] = []  # ϕ per slice
+        self._selected: list[list[Any]] = []  # the single partial of selective aggregates
+        self._head = 0  # list index of the oldest live slice
+        self._first = 0  # slice number stored at list index 0
+        self._next = None  # slice number of the next slice to create
+        self.slice_updates = 0  # operation counter: slice partials touched at insert
+
+    # Algorithm 2 (add_slices): the slices of the step that begins with the window.
+    def add_window(self, start: int, end: int) -> None:
+        first_new = self.slicer.slice_of(start)
+        if self._next is None:
+            self._reset(first_new)
+        upto = first_new + self.slicer.per_step
+        while self._next < upto:
+            self._ended.append([a.identity() for a in self._cum_aggs])
+            self._ongoing.append([a.identity() for a in self._cum_aggs])
+            self._selected.append([a.identity() for a in self._sel_aggs])
+            self._next += 1
+
+    def _reset(self, first: int) -> None:
+        """Start an empty slice list at slice ``first`` (used at the start and after a long gap)."""
+        self._ended, self._ongoing, self._selected = [], [], []
+        self._head, self._first, self._next = 0, first, first
+
+    # Algorithm 3 (insert_event), started at the slice holding the event's end rather than at the
+    # newest slice, so out-of-order events cost the same as in-order ones. The paper's backward scan
+    # "while P∩(e, Γ[i])" is replaced by slice arithmetic: the overlapped slices are exactly
+    # slice_of(start) .. slice_of(end - 1).
+    def insert(self, start: int, end: int, lifted: Sequence[Any]) -> None:
+        slice_of, first = self.slicer.slice_of, self._first
+        last = slice_of(end - 1) - first  # list index of the slice holding the event's end
+        lo = slice_of(start) - first
+        if lo < self._head:
+            lo = self._head
+        self.slice_updates += last - lo + 1
+        if self._cum_slots:
+            ended = self._ended[last]  # lift* gives (φ = lift(e), ϕ = 0) where e ends
+            for j, i, combine in self._cum_slots:
+                ended[j] = combine(ended[j], lifted[i])
+            if lo < last:
+                for ongoing in self._ongoing[lo:last]:  # and (φ = 0, ϕ = lift(e)) where it goes beyond
+                    for j, i, combine in self._cum_slots:
+                        ongoing[j] = combine(ongoing[j], lifted[i])
+        if self._sel_slots:
+            for selected in self._selected[lo : last + 1]:
+                for j, i, combine in self._sel_slots:
+                    selected[j] = combine(selected[j], lifted[i])
+
+    # Algorithm 4 (release_window), lines 1-3: combine* over the window's n_ω slices.
+    def query(self, start: int, end: int) -> list[Any]:
+        offset = -self._first  # list index = slice number - number of the slice at index 0
+        first = max(self.slicer.slice_of(start) + offset, self._head)
+        last_slice = self.slicer.slice_of(end - 1) + offset
+        last = min(last_slice, len(self._ended) - 1)  # slices not created yet (flush) are empty
+        result: list[Any] = [None] * len(self.aggregates)
+        for j, agg in enumerate(self._cum_aggs):
+            ended = agg.identity()
+            for s in range(first, last + 1):
+                ended = agg.combine(ended, self._ended[s][j])
+            if last == last_slice:  # ϕ of the most recent slice only (Table 2 combine*)
+                ended = agg.combine(ended, self._ongoing[last][j])
+            result[self.cumulative[j]] = ended
+        for j, agg in enumerate(self._sel_aggs):
+            selected = agg.identity()
+            for s in range(first, last + 1):
+                selected = agg.combine(selected, self._selected[s][j])
+            result[self.selective[j]] = selected
+        return result
+
+    # Algorithm 4, line 4: delete the slices no open window needs.
+    def evict(self, before: int) -> None:
+        if self._next is None:
+            return
+        drop_to = self.slicer.slice_of(before) - self._first  # list index of the slice holding `before`
+        if drop_to >= len(self._ended):
+            self._reset(self.slicer.slice_of(before))
+            return
+        self._head = max(self._head, drop_to)
+        if self._head >= _COMPACT_AT and self._head * 2 >= len(self._ended):
+            del self._ended[: self._head], self._ongoing[: self._head], self._selected[: self._head]
+            self._first += self._head
+            self._head = 0
+
+    @property
+    def live_slices(self) -> int:
+        """Number of slices held (for memory tests)."""
+        return len(self._ended) - self._head

@@ -1,0 +1,100 @@
+"""Brute-force oracle: evaluates DESIGN.md's definitions directly, window by window, event by event.
+
+It shares no code with the package. Each key is its own stream; for every window of the series it
+collects the events that overlap it (ℓ(e) < u(w) and u(e) > ℓ(w)) and arrived while it was open
+(clock at arrival ≤ u(w) + δ), then evaluates each aggregate from its SQL definition.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+
+def is_null(v):
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def evaluate(kind: str, args: list[str], members: list[tuple[int, dict]]):
+    """One aggregate over the window's members, given as (arrival number, row)."""
+    if kind == "count":
+        if not args:
+            return len(members)
+        return sum(1 for _, row in members if not is_null(row[args[0]]))
+    col = args[0]
+    present = [(seq, row) for seq, row in members if not is_null(row[col])]
+    values = [row[col] for _, row in present]
+    if not values:
+        return None
+    if kind == "sum":
+        return sum(values)
+    if kind == "mean":
+        return sum(values) / len(values)
+    if kind == "min":
+        return min(values)
+    if kind == "max":
+        return max(values)
+    if kind == "stddev":
+        return statistics.stdev(values) if len(values) > 1 else None
+    if kind == "stddev_pop":
+        return statistics.pstdev(values)
+    if kind in ("argmax", "argmin"):
+        best = max(values) if kind == "argmax" else min(values)
+        seq, row = min((seq, row) for seq, row in present if row[col] == best)  # first arrival wins
+        result = row[args[1]] if len(args) > 1 else seq
+        return None if is_null(result) else result
+    if kind in ("maxcount", "mincount"):
+        best = max(values) if kind == "maxcount" else min(values)
+        return sum(1 for v in values if v == best)
+    raise ValueError(kind)
+
+
+def oracle(events, range_, slide, ttp, offset, aggregates, series_start=None):
+    """``events``: list of (key, start, end, row) in arrival order; the arrival number is the index.
+
+    Returns ({key: [(window_start, window_end, {name: value})]}, {arrival number: windows_missed}).
+    """
+
+    def bounds(k):
+        return k * slide + offset, k * slide + offset + range_
+
+    streams: dict = {}
+    for seq, (key, lo, up, row) in enumerate(events):
+        streams.setdefault(key, []).append((seq, lo, up if up > lo else lo + 1, row))
+    windows, late = {}, {}
+    for key, stream in streams.items():
+        first_start = stream[0][1] if series_start is None else series_start
+        k0 = (first_start - offset - range_) // slide - 2
+        while bounds(k0)[1] <= first_start:  # first window whose end is after the series start
+            k0 += 1
+        clocks, clock = [], None
+        for _, _, up, _ in stream:
+            clock = up if clock is None else max(clock, up)
+            clocks.append(clock)
+        result = []
+        k = k0
+        while bounds(k)[0] < clock:  # every window that starts before the final clock
+            ws, we = bounds(k)
+            members = [
+                (seq, row)
+                for (seq, lo, up, row), arrived_at in zip(stream, clocks, strict=True)
+                if lo < we and up > ws and arrived_at <= we + ttp
+            ]
+            values = {
+                name: evaluate(spec.split(":")[0], spec.split(":")[1:], members)
+                for name, spec in aggregates.items()
+            }
+            result.append((ws, we, values))
+            k += 1
+        windows[key] = result
+        for (seq, lo, up, _), arrived_at in zip(stream, clocks, strict=True):
+            k = (lo - offset - range_) // slide - 2
+            missed = 0
+            while bounds(k)[0] < up:
+                ws, we = bounds(k)
+                if lo < we and up > ws and (k < k0 or we + ttp < arrived_at):
+                    missed += 1
+                k += 1
+            if missed:
+                late[seq] = missed
+    return windows, late
