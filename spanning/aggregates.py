@@ -73,6 +73,13 @@ class BatchColumns:
         return BatchColumns({k: (v[index], m[index]) for k, (v, m) in self._columns.items()}, self.seq[index])
 
 
+class _NoColumns(dict):
+    """The columns of no events: every column is an empty array."""
+
+    def __getitem__(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+
+
 def is_null(value: Any) -> bool:
     """SQL null: None, NaN or pandas' NA/NaT."""
     if value is None:
@@ -125,6 +132,11 @@ class Aggregate:
     def merge(self, a: tuple, b: tuple) -> tuple:
         """Combine two partial arrays window by window, ``a`` holding the older events."""
         raise NotImplementedError
+
+    def identity_partials(self, n: int) -> tuple:
+        """Partial arrays of ``n`` windows no event reached."""
+        none = np.zeros(0, dtype=np.int64)
+        return self.window_partials(BatchColumns(_NoColumns(), none), none, none, n)
 
     def lower_partials(self, partials: tuple) -> Any:
         raise NotImplementedError
@@ -209,7 +221,7 @@ class Sum(Aggregate):
         if values.dtype.kind in "iub":
             return range_sum_int(first, last, n, values.astype(np.int64)), counts
         event, window = explode(first, last)
-        return np.bincount(window, weights=values[event], minlength=n), counts
+        return np.bincount(window, weights=values[event], minlength=n).astype(np.float64), counts
 
     def merge(self, a, b):
         with np.errstate(over="ignore"):
@@ -296,7 +308,7 @@ class StdDev(Aggregate):
         counts = np.bincount(window, minlength=n)
         with np.errstate(invalid="ignore", divide="ignore"):
             means = np.bincount(window, weights=x, minlength=n) / np.where(counts > 0, counts, 1)
-        m2 = np.bincount(window, weights=(x - means[window]) ** 2, minlength=n)  # two-pass, centred
+        m2 = np.bincount(window, weights=(x - means[window]) ** 2, minlength=n).astype(np.float64)  # centred
         return counts, means, m2
 
     def merge(self, a, b):

@@ -41,12 +41,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spanning.aggregates import Aggregate, BatchColumns, Count
+from spanning.aggregates import Aggregate, Count
+from spanning.chunks import batch_columns, reduce_chunk
 from spanning.engine import Engine, build_aggregates
 from spanning.registry import make_technique
 from spanning.windows import WindowSpec, as_chronon
 
-__all__ = ["aggregate", "window_runs"]
+__all__ = ["aggregate"]
 
 VECTORISED_TECHNIQUE = "se-slicing"
 
@@ -63,7 +64,7 @@ def aggregate(
     key: str | Sequence[str] | None = None,
     technique: str = "se-slicing",
     height: int = 1,
-    series_start: int | None = None,
+    series_start: int | str | None = None,
 ) -> pd.DataFrame:
     """Sliding-window aggregates of spanning events, rows taken in arrival order (per key).
 
@@ -72,6 +73,10 @@ def aggregate(
     columns plus ``windows_missed``). With ``technique="se-slicing"`` (default) and built-in
     aggregates the vectorised batch path runs; other techniques and user-defined aggregates run the
     per-event ``Engine`` and give the same results.
+
+    Each key's window series starts with the first window ending after the start of its first row,
+    or after ``series_start``: a time, or ``"earliest"`` for the key's earliest start in the data
+    (what a batch job over files wants: no window before the first row is cut off).
     """
     spec = WindowSpec(range, slide, ttp, offset)
     names, aggs = build_aggregates(aggregates)
@@ -94,10 +99,16 @@ def aggregate(
         )
     upper = np.where(upper == lower, lower + 1, upper)  # point events [l, l + 1)
     groups, group_rows = _group_codes(frame, keys)
-    start_time = None if series_start is None else as_chronon(series_start, "series start")
+    if series_start == "earliest":  # per key, the earliest start in the data: no window is cut off
+        start_time = np.full(len(group_rows), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(start_time, groups, lower)
+    elif series_start is None:
+        start_time = None
+    else:
+        start_time = np.full(len(group_rows), as_chronon(series_start, "series start"), dtype=np.int64)
 
     if technique == VECTORISED_TECHNIQUE and all(a.vectorised for a in aggs):
-        cols = _batch_columns(frame, aggs)
+        cols = batch_columns(frame, aggs, np.arange(len(frame), dtype=np.int64))
         windows, late_rows, missed = _vectorised(
             spec, aggs, names, lower, upper, groups, group_rows, cols, start_time
         )
@@ -118,46 +129,17 @@ def aggregate(
     return windows
 
 
-def window_runs(spec: WindowSpec, lower: np.ndarray, upper: np.ndarray, clock: np.ndarray) -> tuple:
-    """First window each event overlaps, first window still open at its arrival, last window it overlaps."""
-    s, o = spec.slide, spec.offset
-    overlap_first = (lower - o - spec.range) // s + 1
-    open_first = -((o + spec.range + spec.ttp - clock) // s)
-    overlap_last = (upper - o - 1) // s
-    return overlap_first, open_first, overlap_last
-
-
 def _vectorised(spec, aggs, names, lower, upper, groups, group_rows, cols, start_time):
     n_groups = len(group_rows)
-    clock = _running_max(upper, groups, n_groups)
-    final_clock = np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(final_clock, groups, upper)
-    series_from = lower[group_rows] if start_time is None else np.full(n_groups, start_time)
-    k0 = (series_from - spec.offset - spec.range) // spec.slide + 1
-    k_last = (final_clock - spec.offset - 1) // spec.slide  # windows starting before the final clock
-    n_windows = np.maximum(k_last - k0 + 1, 0)
-    base = np.cumsum(n_windows) - n_windows  # where each key's windows begin in the output
-
-    overlap_first, open_first, overlap_last = window_runs(spec, lower, upper, clock)
-    k0_e = k0[groups]
-    first = np.maximum(np.maximum(overlap_first, open_first), k0_e)
-    missed = np.clip(np.minimum(overlap_last + 1, first) - overlap_first, 0, None)
-    active = first <= overlap_last
-    shift = (base - k0)[groups]
-    run_first, run_last = (first + shift)[active], (overlap_last + shift)[active]
-
-    total = int(n_windows.sum())
-    active_cols = cols if active.all() else cols.subset(np.flatnonzero(active))
-    data: dict[str, Any] = {}
-    group_of_window = np.repeat(np.arange(n_groups), n_windows)
-    k = np.arange(total) - base[group_of_window] + k0[group_of_window]
-    data["_group"] = group_of_window
-    data["window_start"] = k * spec.slide + spec.offset
-    data["window_end"] = data["window_start"] + spec.range
-    for name, agg in zip(names, aggs, strict=True):
-        data[name] = agg.lower_partials(agg.window_partials(active_cols, run_first, run_last, total))
-    late_rows = np.flatnonzero(missed > 0)
-    return pd.DataFrame(data), late_rows, missed[late_rows]
+    series_from = lower[group_rows] if start_time is None else start_time
+    result = reduce_chunk(spec, aggs, lower, upper, groups, n_groups, cols, series_from)
+    data: dict[str, Any] = {
+        "_group": result.window_group,
+        "window_start": result.window_start,
+        "window_end": result.window_end,
+    }
+    data.update(zip(names, result.values, strict=True))
+    return pd.DataFrame(data), result.late_rows, result.windows_missed
 
 
 def _per_event(spec, aggs, names, technique, height, frame, lower, upper, groups, start_time):
@@ -171,7 +153,8 @@ def _per_event(spec, aggs, names, technique, height, frame, lower, upper, groups
         g = int(groups[i])
         engine = engines.get(g)
         if engine is None:
-            engine = engines[g] = Engine(spec, named, technique, height, start_time)
+            series = None if start_time is None else int(start_time[g])
+            engine = engines[g] = Engine(spec, named, technique, height, series)
             released[g] = []
         released[g] += engine.insert(int(lower[i]), int(upper[i]), rows[i], seq=int(i))
     records, late = [], []
@@ -233,42 +216,3 @@ def _group_codes(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.n
     codes = frame.groupby(keys, sort=False, dropna=False).ngroup().to_numpy().astype(np.int64)
     _, first_rows = np.unique(codes, return_index=True)
     return codes, first_rows
-
-
-def _running_max(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """The clock at each arrival: running max of ends within each key."""
-    if len(values) == 0 or (len(values) > 1 and bool(np.all(values[1:] >= values[:-1]))):
-        return values  # already in end order: the clock is the event's own end
-    if n_groups == 1:
-        return np.maximum.accumulate(values)
-    return pd.Series(values).groupby(groups).cummax().to_numpy()
-
-
-def _batch_columns(frame: pd.DataFrame, aggs: list[Aggregate]) -> BatchColumns:
-    columns = {}
-    numeric = {c for a in aggs for c in a.numeric_columns}
-    for name in dict.fromkeys(c for a in aggs for c in a.columns):
-        series = frame[name]
-        valid = ~series.isna().to_numpy()
-        if name in numeric:
-            values = _numeric(series, valid)
-        else:
-            values = series.to_numpy()
-        columns[name] = (values, valid)
-    return BatchColumns(columns, np.arange(len(frame), dtype=np.int64))
-
-
-def _numeric(series: pd.Series, valid: np.ndarray) -> np.ndarray:
-    dtype = series.dtype
-    if dtype.kind in "iub":
-        if pd.api.types.is_extension_array_dtype(dtype):
-            return series.to_numpy(dtype=np.int64, na_value=0)
-        return series.to_numpy().astype(np.int64)
-    if dtype.kind == "f":
-        return series.to_numpy(dtype=np.float64, na_value=np.nan)
-    converted = pd.to_numeric(series, errors="coerce")
-    bad = converted.isna().to_numpy() & valid
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"column {series.name!r} must be numeric: row {i} holds {series.iloc[i]!r}")
-    return _numeric(converted, valid)

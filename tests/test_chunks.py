@@ -1,0 +1,76 @@
+"""Chunked streaming (what each Spark partition runs) == aggregate() == oracle, whatever the chunking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import spanning
+from spanning.chunks import SortedStreamAggregator
+from spanning.engine import build_aggregates
+from tests.oracle import oracle
+from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
+
+
+def sorted_by_key_and_end(events):
+    order = sorted(range(len(events)), key=lambda i: (events[i][0], events[i][2], i))
+    return [events[i] for i in order]
+
+
+def run_chunked(frame, spec, aggregates, cuts, series_start=None, fill_nulls=False):
+    names, aggs = build_aggregates(aggregates)
+    frame = frame.assign(seq=np.arange(len(frame)))
+    if fill_nulls:  # what the Spark job sends: values with nulls filled, plus a validity column
+        frame = frame.assign(x__valid=frame["x"].notna(), x=frame["x"].fillna(0).astype(np.int64))
+    stream = SortedStreamAggregator(
+        spanning.WindowSpec(*spec), aggs, names, keys=["key"], series_start=series_start
+    )
+    windows, late = [], []
+    bounds = sorted({0, len(frame), *[c % (len(frame) + 1) for c in cuts]})
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        w, lt = stream.feed(frame.iloc[a:b])
+        windows.append(w)
+        late.append(lt)
+    windows.append(stream.finish())
+    late = pd.concat(late, ignore_index=True) if late else pd.DataFrame({"seq": [], "windows_missed": []})
+    return pd.concat(windows, ignore_index=True), late
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    spec=window_specs(),
+    events=streams(max_events=50),
+    cuts=st.lists(st.integers(0, 60), max_size=8),
+    fill_nulls=st.booleans(),
+)
+def test_chunked_stream_equals_aggregate_and_oracle(spec, events, cuts, fill_nulls):
+    events = sorted_by_key_and_end(events)
+    frame = to_frame(events)
+    windows, late = run_chunked(frame, spec, ALL_AGGREGATES, cuts, fill_nulls=fill_nulls)
+    expected, expected_late = oracle(events, *spec, ALL_AGGREGATES)
+    assert_same_windows(frame_windows(windows, ALL_AGGREGATES), expected)
+    assert dict(zip(late["seq"].tolist(), late["windows_missed"].tolist(), strict=True)) == expected_late
+    out = spanning.aggregate(frame, *spec, aggregates=ALL_AGGREGATES, key="key")
+    assert_same_windows(frame_windows(out, ALL_AGGREGATES), expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(spec=window_specs(), events=streams(max_events=40), cuts=st.lists(st.integers(0, 50), max_size=6))
+def test_chunked_earliest_series_start_equals_aggregate(spec, events, cuts):
+    events = sorted_by_key_and_end(events)
+    frame = to_frame(events)
+    frame["series"] = frame.groupby("key")["start"].transform("min")
+    aggregates = {"n": "count", "sum_x": "sum:x", "max_y": "max:y", "sd_y": "stddev:y"}
+    windows, late = run_chunked(frame, spec, aggregates, cuts, series_start="series")
+    out = spanning.aggregate(frame, *spec, aggregates=aggregates, key="key", series_start="earliest")
+    assert_same_windows(frame_windows(windows, aggregates), frame_windows(out, aggregates))
+    expected_late = out.attrs["late"]
+    assert late["seq"].tolist() == expected_late.index.tolist()
+    assert late["windows_missed"].tolist() == expected_late["windows_missed"].tolist()
+    for key, key_events in pd.Series(events, dtype=object).groupby([e[0] for e in events]):  # vs the oracle
+        start = min(e[1] for e in key_events)
+        expected, _ = oracle(list(key_events), *spec, aggregates, series_start=start)
+        got = frame_windows(out[out["key"] == key], aggregates)
+        assert_same_windows(got, expected)
