@@ -70,7 +70,8 @@ def aggregate(
 
     Returns one row per key and window: the key columns, ``window_start``, ``window_end``, then one
     column per aggregate in the given order. ``result.attrs["late"]`` holds the late events (their
-    columns plus ``windows_missed``). With ``technique="se-slicing"`` (default) and built-in
+    columns plus ``windows_missed``; ``attrs.pop("late")`` it before ``pd.concat`` of several results,
+    as pandas compares attrs there). With ``technique="se-slicing"`` (default) and built-in
     aggregates the vectorised batch path runs; other techniques and user-defined aggregates run the
     per-event ``Engine`` and give the same results.
 
@@ -86,17 +87,13 @@ def aggregate(
     needed = [start, end, *keys, *(c for a in aggs for c in a.columns)]
     missing = [c for c in dict.fromkeys(needed) if c not in frame.columns]
     if missing:
-        raise ValueError(
-            f"unknown column {missing[0]!r}: the columns are {', '.join(map(str, frame.columns))}"
-        )
+        raise ValueError(f"unknown column {missing[0]!r}: the columns are {', '.join(map(str, frame.columns))}")
     lower = _times(frame[start], "start")
     upper = _times(frame[end], "end")
     bad = np.flatnonzero(upper < lower)
     if len(bad):
         i = bad[0]
-        raise ValueError(
-            f"row {i}: event end {upper[i]} is before its start {lower[i]} ({len(bad)} such rows)"
-        )
+        raise ValueError(f"row {i}: event end {upper[i]} is before its start {lower[i]} ({len(bad)} such rows)")
     upper = np.where(upper == lower, lower + 1, upper)  # point events [l, l + 1)
     groups, group_rows = _group_codes(frame, keys)
     if series_start == "earliest":  # per key, the earliest start in the data: no window is cut off
@@ -109,9 +106,7 @@ def aggregate(
 
     if technique == VECTORISED_TECHNIQUE and all(a.vectorised for a in aggs):
         cols = batch_columns(frame, aggs, np.arange(len(frame), dtype=np.int64))
-        windows, late_rows, missed = _vectorised(
-            spec, aggs, names, lower, upper, groups, group_rows, cols, start_time
-        )
+        windows, late_rows, missed = _vectorised(spec, aggs, names, lower, upper, groups, group_rows, cols, start_time)
     else:
         windows, late_rows, missed = _per_event(
             spec, aggs, names, technique, height, frame, lower, upper, groups, start_time

@@ -190,11 +190,11 @@ class SortedStreamAggregator:
             group_rows = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
             if len(group_rows) != groups.max() + 1:
                 raise ValueError("chunks must be sorted by key: a key appears in two runs of one chunk")
-            key_values = [tuple(chunk[k].iloc[r] for k in self.keys) for r in group_rows]
+            key_columns = [chunk[k].to_numpy()[group_rows] for k in self.keys]  # one entry per key run
         else:
             groups = np.zeros(len(chunk), dtype=np.int64)
             group_rows = np.zeros(1, dtype=np.int64)
-            key_values = [()]
+            key_columns = []
         lower = chunk[self.start].to_numpy(dtype=np.int64)
         upper = chunk[self.end].to_numpy(dtype=np.int64)
         upper = np.where(upper == lower, lower + 1, upper)
@@ -205,7 +205,7 @@ class SortedStreamAggregator:
         carry = None
         released_before: list[pd.DataFrame] = []
         if self._open is not None:
-            if _same_key(self._open_key, key_values[0]):
+            if _same_key(self._open_key, tuple(c[0] for c in key_columns)):
                 carry = self._open
             else:
                 released_before.append(self._release_open())
@@ -215,16 +215,12 @@ class SortedStreamAggregator:
         result = reduce_chunk(
             self.spec, self.aggregates, lower, upper, groups, len(group_rows), cols, series_from, carry, True
         )
-        self._open, self._open_key = result.held, key_values[-1]
-        key_of_window = [key_values[g] for g in result.window_group]
-        windows = self._windows(result.window_start, key_of_window, result.values, result.window_end)
+        self._open, self._open_key = result.held, tuple(c[-1] for c in key_columns)
+        keys = [c[result.window_group] for c in key_columns]
+        windows = self._windows(result.window_start, keys, result.values, result.window_end)
         late = self._late(chunk, result.late_rows, result.windows_missed)
         if released_before and len(released_before[0]):
-            windows = (
-                pd.concat([*released_before, windows], ignore_index=True)
-                if len(windows)
-                else released_before[0]
-            )
+            windows = pd.concat([*released_before, windows], ignore_index=True) if len(windows) else released_before[0]
         return windows, late
 
     def finish(self) -> pd.DataFrame:
@@ -235,12 +231,14 @@ class SortedStreamAggregator:
 
     def _release_open(self) -> pd.DataFrame:
         start, end, values = release_open_key(self.spec, self.aggregates, self._open)
-        frame = self._windows(start, [self._open_key] * len(start), values, end)
+        keys = [np.repeat(np.array([v], dtype=object), len(start)) for v in self._open_key]
+        frame = self._windows(start, keys, values, end)
         self._open = self._open_key = None
         return frame
 
-    def _windows(self, start, key_of_window, values, end=None) -> pd.DataFrame:
-        data = {k: [kv[i] for kv in key_of_window] for i, k in enumerate(self.keys)}
+    def _windows(self, start, keys, values, end=None) -> pd.DataFrame:
+        """A frame of windows; ``keys`` holds one array per key column (or is empty for no windows)."""
+        data = {k: (keys[i] if keys else []) for i, k in enumerate(self.keys)}
         data["window_start"] = np.asarray(start, dtype=np.int64)
         data["window_end"] = data["window_start"] + self.spec.range if end is None else end
         if not len(values):

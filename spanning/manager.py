@@ -102,9 +102,7 @@ class WindowManager:
         spec = self.spec
         start, end = spec.window(self.next_release)
         partials = self.technique.query(start, end)
-        values = {
-            name: agg.lower(p) for name, agg, p in zip(self.names, self.aggregates, partials, strict=True)
-        }
+        values = {name: agg.lower(p) for name, agg, p in zip(self.names, self.aggregates, partials, strict=True)}
         self.next_release += 1
         self._release_at = end + spec.slide + spec.ttp
         self.technique.evict(start + spec.slide)  # the next window's start: older time is not needed

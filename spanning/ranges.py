@@ -48,9 +48,7 @@ def explode(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return event, window
 
 
-def range_max(
-    first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray, sentinel: object
-) -> np.ndarray:
+def range_max(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray, sentinel: object) -> np.ndarray:
     """Maximum per window over the runs covering it (``sentinel`` where none does).
 
     Sparse-table trick: a run of length L is two (overlapping) blocks of length 2^j, j = ⌊log2 L⌋;

@@ -1,1 +1,5 @@
-"""Placeholder package: filled in by a later issue (see README, Roadmap)."""
+"""PySpark side of spanning: CDR reading and validation, the windowed job, and ``spanning run``'s Spark engine.
+
+Only this package imports pyspark; the engine itself (``spanning``) runs on the executors through
+``mapInPandas``.
+"""

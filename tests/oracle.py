@@ -81,8 +81,7 @@ def oracle(events, range_, slide, ttp, offset, aggregates, series_start=None):
                 if lo < we and up > ws and arrived_at <= we + ttp
             ]
             values = {
-                name: evaluate(spec.split(":")[0], spec.split(":")[1:], members)
-                for name, spec in aggregates.items()
+                name: evaluate(spec.split(":")[0], spec.split(":")[1:], members) for name, spec in aggregates.items()
             }
             result.append((ws, we, values))
             k += 1

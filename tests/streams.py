@@ -104,8 +104,8 @@ def assert_same_windows(got: dict, expected: dict) -> None:
             for name in ev:
                 a, b = _plain(gv[name]), ev[name]
                 if isinstance(b, float) or isinstance(a, float):
-                    assert (
-                        a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-                    ), f"key {k} window [{ws},{we}) {name}: got {a}, expected {b}"
+                    assert a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9), (
+                        f"key {k} window [{ws},{we}) {name}: got {a}, expected {b}"
+                    )
                 else:
                     assert a == b, f"key {k} window [{ws},{we}) {name}: got {a!r}, expected {b!r}"

@@ -24,9 +24,7 @@ def run_chunked(frame, spec, aggregates, cuts, series_start=None, fill_nulls=Fal
     frame = frame.assign(seq=np.arange(len(frame)))
     if fill_nulls:  # what the Spark job sends: values with nulls filled, plus a validity column
         frame = frame.assign(x__valid=frame["x"].notna(), x=frame["x"].fillna(0).astype(np.int64))
-    stream = SortedStreamAggregator(
-        spanning.WindowSpec(*spec), aggs, names, keys=["key"], series_start=series_start
-    )
+    stream = SortedStreamAggregator(spanning.WindowSpec(*spec), aggs, names, keys=["key"], series_start=series_start)
     windows, late = [], []
     bounds = sorted({0, len(frame), *[c % (len(frame) + 1) for c in cuts]})
     for a, b in zip(bounds, bounds[1:], strict=False):

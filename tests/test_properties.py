@@ -59,9 +59,7 @@ def test_explicit_series_start(spec, events, series_start):
     assert_same_windows(got, expected)
     assert late == expected_late
     out = spanning.aggregate(to_frame(events), *spec, aggregates=aggregates, series_start=series_start)
-    assert_same_windows(
-        frame_windows(out, aggregates, key=None), {None: expected.get(0, [])} if events else {}
-    )
+    assert_same_windows(frame_windows(out, aggregates, key=None), {None: expected.get(0, [])} if events else {})
 
 
 @settings(max_examples=60, deadline=None)
@@ -77,9 +75,7 @@ def test_user_aggregate_runs_per_event_path(spec, events):
     )
     frame = to_frame(events)
     frame["x"] = frame["x"].astype(object).where(frame["x"].notna(), None)
-    out = spanning.aggregate(
-        frame, *spec, aggregates={"n": "count", "sum_x": total, "argmin_x": "argmin:x"}, key="key"
-    )
+    out = spanning.aggregate(frame, *spec, aggregates={"n": "count", "sum_x": total, "argmin_x": "argmin:x"}, key="key")
     expected, expected_late = oracle(events, *spec, {"n": "count", "sum_x": "sum:x", "argmin_x": "argmin:x"})
     assert_same_windows(frame_windows(out, ["n", "sum_x", "argmin_x"]), expected)
     late = out.attrs["late"]

@@ -34,9 +34,7 @@ def test_pairs_slices_partition_time_and_tile_windows(spec):
     for k in range(-5, 5):
         first, last = slicer.window_slices(k)
         assert (
-            last - first + 1
-            == slicer.per_window
-            == (2 * (ws.range // ws.slide) + 1 if eps else ws.range // ws.slide)
+            last - first + 1 == slicer.per_window == (2 * (ws.range // ws.slide) + 1 if eps else ws.range // ws.slide)
         )
         assert (slicer.bounds(first)[0], slicer.bounds(last)[1]) == ws.window(k)
 
@@ -48,9 +46,7 @@ def test_interval_predicates():
     assert not overlaps(call, (34, 40)) and not overlaps(call, (10, 16))
 
 
-@given(
-    a=st.tuples(st.integers(0, 20), st.integers(1, 10)), b=st.tuples(st.integers(0, 20), st.integers(1, 10))
-)
+@given(a=st.tuples(st.integers(0, 20), st.integers(1, 10)), b=st.tuples(st.integers(0, 20), st.integers(1, 10)))
 def test_overlap_is_ends_in_or_goes_beyond(a, b):
     a, b = (a[0], a[0] + a[1]), (b[0], b[0] + b[1])
     assert overlaps(a, b) == (ends_in(a, b) or goes_beyond(a, b))

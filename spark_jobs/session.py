@@ -1,0 +1,89 @@
+"""The Spark session of a job: Java check, configuration, and shipping the engine to executors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from spanning.jobspec import UsageError
+
+APP_NAME = "spanning"
+
+
+def check_java() -> None:
+    """Fail with one clear line when no Java runtime is found."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = Path(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise UsageError(
+            "Java was not found: the Spark engine needs Java 17 or newer "
+            "(Debian/Ubuntu: apt-get install -y openjdk-17-jre-headless), or use --engine local"
+        )
+    try:
+        subprocess.run([str(java), "-version"], capture_output=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise UsageError(f"Java at {java} does not run: {err}") from err
+
+
+def get_session(master: str | None = None, timezone: str = "UTC", verbose: bool = False, partitions: int | None = None):
+    """A SparkSession for spanning jobs (reused if one is active)."""
+    check_java()
+    import pyspark
+
+    os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))  # local-cluster launches executors from it
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if not verbose and "PYSPARK_SUBMIT_ARGS" not in os.environ:  # quiet JVM logs from its start
+        quiet = Path(__file__).with_name("log4j2-quiet.properties").resolve()
+        options = f"-Dlog4j2.configurationFile=file:{quiet}"
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options {options} pyspark-shell"
+    if not verbose:  # PySpark logs analysis errors itself (as JSON); the command reports them in one line
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger", "py4j"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(APP_NAME)
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: run locally
+        master = "local[*]"
+    if master:
+        builder = builder.master(master)
+    spark = (
+        builder.config("spark.sql.session.timeZone", timezone)
+        .config("spark.sql.ansi.enabled", "false")  # unparseable values become nulls -> rejected/, not a crash
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "50000")  # fewer, larger batches per partition
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN" if verbose else "OFF")
+    if partitions:
+        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    elif not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        # Spark's 200 costs a Python task each; two per core keeps every core busy (AQE does not
+        # coalesce ahead of the per-key Window); --partitions or spark-defaults override it
+        spark.conf.set("spark.sql.shuffle.partitions", str(2 * spark.sparkContext.defaultParallelism))
+    ship_engine(spark)
+    return spark
+
+
+def ship_engine(spark) -> Path:
+    """Zip the ``spanning`` package and add it to the job, so executors on a cluster can import it."""
+    import spanning
+
+    package = Path(spanning.__file__).parent
+    target = Path(tempfile.mkdtemp(prefix="spanning-pyfiles-")) / "spanning.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(package.rglob("*.py")):
+            archive.write(path, Path("spanning") / path.relative_to(package))
+    spark.sparkContext.addPyFile(str(target))
+    return target

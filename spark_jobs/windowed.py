@@ -1,0 +1,92 @@
+"""The windowed job: partition by key, sort by (key, end), stream each partition through the engine.
+
+Each partition arrives in ``mapInPandas`` as Arrow batches sorted by (key, end, _seq). A
+``spanning.chunks.SortedStreamAggregator`` reduces each batch with array operations and carries the
+open windows of at most one key to the next batch, so memory stays bounded whatever the key sizes.
+The function yields released windows and late events in one frame: late rows have ``_late_seq`` set.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spanning.aggregates import ArgExtreme, Count, Extreme, ExtremeCount, Mean, StdDev, Sum, parse_aggregate
+from spanning.jobspec import EVENTS_COLUMN, RunConfig
+from spark_jobs.prepare import END, SEQ, SERIES, START, Prepared, valid_column
+
+LATE_SEQ, MISSED = "_late_seq", "_windows_missed"
+
+
+def result_type(spec: str, prepared: Prepared) -> T.DataType:
+    """Spark type of an aggregate's result column."""
+    agg = parse_aggregate(spec)
+    if isinstance(agg, (Count, ExtremeCount)):
+        return T.LongType()
+    if isinstance(agg, (Mean, StdDev)):
+        return T.DoubleType()
+    if isinstance(agg, (Sum, Extreme)):
+        return prepared.value_types[agg.column]
+    if isinstance(agg, ArgExtreme):
+        if agg.result is None:
+            return T.LongType()
+        return prepared.value_types.get(agg.result) or prepared.result_types[agg.result]
+    raise ValueError(f"no Spark type for aggregate {spec!r}")
+
+
+def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_start: bool) -> DataFrame:
+    """Windows and late events of ``events`` (see ``spark_jobs.prepare.events``)."""
+    keys = prepared.keys
+    outputs = {**cfg.aggregate_columns, EVENTS_COLUMN: "count"}
+    key_fields = [events.schema[k] for k in keys]
+    schema = T.StructType(
+        [
+            *[T.StructField(f.name, f.dataType, True) for f in key_fields],
+            T.StructField("window_start", T.LongType(), True),
+            T.StructField("window_end", T.LongType(), True),
+            *[T.StructField(name, result_type(spec, prepared), True) for name, spec in outputs.items()],
+            T.StructField(LATE_SEQ, T.LongType(), True),
+            T.StructField(MISSED, T.LongType(), True),
+        ]
+    )
+    spec, names, specs = cfg.spec, list(outputs), list(outputs.values())
+    column_order = [f.name for f in schema.fields]
+    skip_empty = cfg.empty_windows == "skip"
+
+    def process(batches):
+        import pandas as pd
+
+        from spanning.chunks import SortedStreamAggregator
+        from spanning.engine import build_aggregates
+
+        _, aggs = build_aggregates(dict(zip(names, specs, strict=True)))
+        stream = SortedStreamAggregator(
+            spec, aggs, names, keys, start=START, end=END, seq=SEQ,
+            series_start=SERIES if series_start else None, valid_column=valid_column,
+        )  # fmt: skip
+
+        def frame(windows, late):
+            late = late.rename(columns={"seq": LATE_SEQ, "windows_missed": MISSED})
+            parts = [p for p in (windows, late) if len(p)]
+            if not parts:
+                return None
+            return pd.concat(parts, ignore_index=True).reindex(columns=column_order)
+
+        def nonempty(windows):  # empty windows would cross Arrow only to be filtered out
+            return windows[windows[EVENTS_COLUMN].to_numpy() > 0] if skip_empty else windows
+
+        for batch in batches:
+            windows, late = stream.feed(batch)
+            out = frame(nonempty(windows), late)
+            if out is not None:
+                yield out
+        out = frame(nonempty(stream.finish()), pd.DataFrame({"seq": [], "windows_missed": []}))
+        if out is not None:
+            yield out
+
+    key_cols = [F.col(f"`{k}`") for k in keys]
+    if not (series_start and cfg.series_start == "earliest" and keys):  # else the Window already partitioned by key
+        events = events.repartition(*key_cols) if keys else events.repartition(1)
+    ordered = events.sortWithinPartitions(*key_cols, F.col(END), F.col(SEQ))
+    return ordered.mapInPandas(process, schema)

@@ -1,0 +1,273 @@
+"""End-to-end tests of ``spanning run``: Spark job == aggregate() == oracle, rejections, errors, clusters.
+
+Expected results are computed independently of the job: times parsed here with pandas, bad rows
+dropped by the test's own rules, then ``spanning.aggregate`` on the rows in the job's arrival order
+(by key, end, input order) and the brute-force oracle on a few keys.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import spanning
+from spanning.cdr import generate_cdr
+from spanning.cli import main
+from spanning.jobspec import RunConfig
+from spanning.local_run import run_local
+from tests.oracle import oracle
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLIC_CDR = ROOT / "data" / "public_cdr_calls.csv"
+AGGS = [
+    "count",
+    "sum:bytes",
+    "max:duration",
+    "mean:duration",
+    "stddev:bytes",
+    "argmax:duration:call_id",
+    "mincount:duration",
+]
+
+
+def seconds(column: pd.Series) -> np.ndarray:
+    return pd.to_datetime(column).to_numpy(dtype="datetime64[s]").astype(np.int64)
+
+
+def read_output(path: Path) -> pd.DataFrame:
+    frame = pd.read_parquet(path)
+    for col in ("window_start", "window_end"):
+        if col in frame and not pd.api.types.is_integer_dtype(frame[col]):
+            frame[col] = seconds(frame[col])
+    return frame
+
+
+def assert_frames_match(got: pd.DataFrame, expected: pd.DataFrame, keys: list[str]) -> None:
+    order = [*keys, "window_start"]
+    got = got.sort_values(order).reset_index(drop=True)
+    expected = expected.sort_values(order).reset_index(drop=True)
+    assert len(got) == len(expected)
+    for col in expected.columns:
+        for i, (a, b) in enumerate(zip(got[col].tolist(), expected[col].tolist(), strict=True)):
+            a = None if a is None or a is pd.NA or (isinstance(a, float) and math.isnan(a)) else a
+            b = None if b is None or b is pd.NA or (isinstance(b, float) and math.isnan(b)) else b
+            if isinstance(a, float) or isinstance(b, float):
+                assert a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9), (
+                    col,
+                    i,
+                    a,
+                    b,
+                )
+            else:
+                assert a == b, (col, i, a, b)
+
+
+def sample_events(csv: Path) -> tuple[pd.DataFrame, set]:
+    """The generated CDR file parsed by the test: usable events in the job's arrival order, and bad call ids."""
+    raw = pd.read_csv(csv, keep_default_na=False, na_values=[""], dtype={"bytes": object})
+    start = pd.to_datetime(raw["start"], errors="coerce", format="%Y-%m-%d %H:%M:%S")
+    end = pd.to_datetime(raw["end"], errors="coerce", format="%Y-%m-%d %H:%M:%S")
+    volume = pd.to_numeric(raw["bytes"], errors="coerce")
+    bad = start.isna() | end.isna() | (end < start) | (raw["bytes"].notna() & volume.isna())
+    good = raw[~bad].assign(
+        start=seconds(start[~bad]), end=seconds(end[~bad]), bytes=volume[~bad].astype(float), row=np.flatnonzero(~bad)
+    )
+    good = good.sort_values(["cell", "end", "row"], kind="stable").reset_index(drop=True)
+    return good, set(raw.loc[bad, "call_id"])
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cdr") / "cdr.csv"
+    generate_cdr(2500, seed=5, cells=12, subscribers=300, bad_share=0.03, days=0.5).to_csv(path, index=False)
+    return path
+
+
+def config(inputs, output, **kw) -> RunConfig:
+    defaults = dict(range=900, slide=300, ttp=1800, start="start", end="end", keys=["cell"], aggregates=AGGS)
+    defaults.update(kw)
+    return RunConfig(inputs=[str(i) for i in inputs], output=str(output), master="local[2]", **defaults)
+
+
+@pytest.fixture(scope="module")
+def job(spark, sample, tmp_path_factory):
+    from spark_jobs.run import run_spark
+
+    output = tmp_path_factory.mktemp("job") / "out"
+    summary = run_spark(config([sample], output))
+    return summary, output
+
+
+def test_job_equals_aggregate_and_oracle(job, sample):
+    summary, output = job
+    events, bad_ids = sample_events(sample)
+    names = {spec.replace(":", "_"): spec for spec in AGGS}
+    expected = spanning.aggregate(
+        events, 900, 300, 1800, aggregates=names, key="cell", series_start="earliest"
+    )  # ttp 30 min < the longest data sessions: some events are late
+    late_expected = expected.attrs.pop("late")
+    expected = expected[expected["count"] > 0]
+    windows = read_output(output / "windows")
+    assert list(windows.columns) == ["cell", "window_start", "window_end", *names]
+    assert_frames_match(windows, expected, ["cell"])
+
+    late = pd.read_parquet(output / "late")
+    assert len(late_expected) > 0
+    assert sorted(zip(late["call_id"], late["windows_missed"], strict=True)) == sorted(
+        zip(late_expected["call_id"], late_expected["windows_missed"], strict=True)
+    )
+    for cell in sorted(events["cell"].unique())[:3]:  # the brute-force oracle on a few keys
+        rows = events[events["cell"] == cell]
+        stream = [
+            (cell, int(r.start), int(r.end), {"bytes": r.bytes, "duration": r.duration, "call_id": r.call_id})
+            for r in rows.itertuples()
+        ]
+        specs = {name: spec for name, spec in names.items() if not spec.startswith("argmax")}
+        want, _ = oracle(stream, 900, 300, 1800, 0, specs, series_start=int(rows["start"].min()))
+        want_windows = [(s, e, v) for s, e, v in want[cell] if v["count"]]
+        got = windows[windows["cell"] == cell].sort_values("window_start")
+        assert got["window_start"].tolist() == [s for s, _, _ in want_windows]
+        for name in specs:
+            for a, (_, _, v) in zip(got[name].tolist(), want_windows, strict=True):
+                b = v[name]
+                assert (
+                    (a is None or a is pd.NA or (isinstance(a, float) and math.isnan(a)))
+                    if b is None
+                    else (math.isclose(a, b, rel_tol=1e-9))
+                ), (cell, name, a, b)
+
+    rejected = pd.read_parquet(output / "rejected")
+    assert set(rejected["call_id"]) == bad_ids
+    assert summary["rows_read"] == 2500 == summary["accepted"] + summary["rejected"]
+    assert summary["rejected"] == len(bad_ids) and summary["late"] == len(late_expected)
+    on_disk = json.loads((output / "summary.json").read_text())
+    assert on_disk["rows_read"] == 2500 and on_disk["windows_written"] == len(expected)
+
+
+def test_local_engine_equals_spark_job(job, sample, tmp_path):
+    _, output = job
+    summary = run_local(config([sample], tmp_path / "local", engine="local"))
+    local, spark_windows = read_output(tmp_path / "local" / "windows"), read_output(output / "windows")
+    assert_frames_match(local, spark_windows, ["cell"])
+    assert summary["rejected"] == len(pd.read_parquet(output / "rejected"))
+
+
+def test_rejected_rows_have_reasons_and_counts_reconcile(spark, tmp_path):
+    from spark_jobs.run import run_spark
+
+    csv = tmp_path / "calls.csv"
+    csv.write_text(
+        "call_id,cell,start,end,bytes\n"
+        "1,a,2024-01-01 00:00:00,2024-01-01 00:10:00,100\n"
+        "2,a,,2024-01-01 00:10:00,100\n"
+        "3,a,2024-01-01 00:00:00,garbage,100\n"
+        "4,a,2024-01-01 00:10:00,2024-01-01 00:00:00,100\n"
+        "5,a,2024-01-01 00:00:00,2024-01-01 00:05:00,lots\n"
+        "6,b,2024-01-01 00:01:00,2024-01-01 00:02:00,\n"
+    )
+    summary = run_spark(config([csv], tmp_path / "out", aggregates=["count", "sum:bytes"]))
+    rejected = pd.read_parquet(tmp_path / "out" / "rejected")
+    assert dict(zip(rejected["call_id"], rejected["reason"], strict=True)) == {
+        2: "start is null or not a time",
+        3: "end is null or not a time",
+        4: "end is before start",
+        5: "non-numeric value in column bytes",
+    }
+    assert rejected.loc[rejected["call_id"] == 5, "bytes"].tolist() == ["lots"]  # the row as read
+    assert (summary["rows_read"], summary["accepted"], summary["rejected"]) == (6, 2, 4)
+    windows = read_output(tmp_path / "out" / "windows")
+    # 15-minute windows every 5: the call [00:00, 00:10) overlaps those starting at -10, -5, 0 and 5 minutes,
+    # the call [00:01, 00:02) those starting at -10, -5 and 0
+    assert windows.groupby("cell")["count"].sum().to_dict() == {"a": 4, "b": 3}
+    assert windows.loc[windows["cell"] == "b", "sum_bytes"].isna().all()  # a null value is not a rejection
+
+
+def test_public_cdr_file(spark, tmp_path):
+    """The messy public layout: split date/time columns, d/M/yyyy, calls across midnight."""
+    from spark_jobs.run import run_spark
+
+    start = "to_timestamp(concat(startDate, ' ', startTime), 'd/M/yyyy H:mm:ss')"
+    end = "to_timestamp(concat(endDate, ' ', endTime), 'd/M/yyyy H:mm:ss')"
+    aggs = ["count", "sum:Cost", "max:Cost"]
+    summary = run_spark(
+        config([PUBLIC_CDR], tmp_path / "out", range=3600, slide=900, ttp=7200, start=start, end=end,
+               keys=["phoneNumber"], aggregates=aggs)
+    )  # fmt: skip
+    raw = pd.read_csv(PUBLIC_CDR, skipinitialspace=True)
+    raw.columns = [c.strip() for c in raw.columns]
+    events = raw.assign(
+        start=seconds(pd.to_datetime(raw["startDate"] + " " + raw["startTime"], format="%d/%m/%Y %H:%M:%S")),
+        end=seconds(pd.to_datetime(raw["endDate"] + " " + raw["endTime"], format="%d/%m/%Y %H:%M:%S")),
+        row=np.arange(len(raw)),
+    ).sort_values(["phoneNumber", "end", "row"], kind="stable")
+    names = {a.replace(":", "_"): a for a in aggs}
+    expected = spanning.aggregate(
+        events.reset_index(drop=True), 3600, 900, 7200, aggregates=names, key="phoneNumber", series_start="earliest"
+    )
+    expected.attrs.pop("late")
+    expected = expected[expected["count"] > 0]
+    windows = read_output(tmp_path / "out" / "windows")
+    assert_frames_match(windows, expected, ["phoneNumber"])
+    assert summary["rows_read"] == len(raw) == 42238 and summary["rejected"] == 0
+    for caller in sorted(events["phoneNumber"].unique())[:2]:
+        rows = events[events["phoneNumber"] == caller]
+        stream = [(caller, int(r.start), int(r.end), {"Cost": int(r.Cost)}) for r in rows.itertuples()]
+        want, _ = oracle(stream, 3600, 900, 7200, 0, names, series_start=int(rows["start"].min()))
+        got = windows[windows["phoneNumber"] == caller].sort_values("window_start")
+        assert [(s, v["count"], v["sum_Cost"]) for s, _, v in want[caller] if v["count"]] == list(
+            zip(got["window_start"], got["count"], got["sum_Cost"], strict=True)
+        )
+
+
+def run_cli(*args: str) -> int:
+    return main(list(args))
+
+
+def test_user_mistakes_give_one_line_errors(spark, sample, tmp_path, capsys, monkeypatch):
+    base = ["--range", "15m", "--slide", "5m", "--start", "start", "--end", "end", "--master", "local[2]"]
+    cases = [
+        ([str(tmp_path / "missing.csv"), *base, "--output", str(tmp_path / "o1")], "input not found"),
+        ([str(sample), *base, "--key", "antenna", "--output", str(tmp_path / "o2")], "cannot use --key 'antenna'"),
+        ([str(sample), *base, "--agg", "sum:volume", "--output", str(tmp_path / "o3")], "unknown column 'volume'"),
+        ([str(sample), *base[:2], "--slide", "5x", *base[4:], "--output", str(tmp_path / "o4")], "bad duration '5x'"),
+    ]
+    for argv, message in cases:
+        assert run_cli("run", *argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("spanning: error:") and message in err[0], err
+        assert not Path(argv[argv.index("--output") + 1]).exists()
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    assert run_cli("run", str(sample), *base, "--output", str(existing)) == 2
+    assert "exists: give --overwrite" in capsys.readouterr().err
+    assert run_cli("run", str(sample), *base, "--key", "antenna", "--output", str(tmp_path / "o5"), "--verbose") == 2
+    assert "Traceback" in capsys.readouterr().err  # the trace only under --verbose
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert run_cli("run", str(sample), *base, "--output", str(tmp_path / "o6")) == 2
+    assert "Java was not found" in capsys.readouterr().err
+
+
+def test_local_cluster_gives_the_same_result(job, sample, tmp_path):
+    """Two executor JVMs (local-cluster[2,1,1024]) in a separate process: same windows as local[2]."""
+    _, output = job
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    args = [sys.executable, "-m", "spanning.cli", "run", str(sample), "--range", "15m", "--slide", "5m",
+            "--ttp", "30m", "--start", "start", "--end", "end", "--key", "cell", "--output", str(tmp_path / "cluster"),
+            "--master", "local-cluster[2,1,1024]", "--partitions", "4"]  # fmt: skip
+    for spec in AGGS:
+        args += ["--agg", spec]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "cluster" / "summary.json").read_text())
+    assert summary["spark_master"] == "local-cluster[2,1,1024]"
+    assert_frames_match(read_output(tmp_path / "cluster" / "windows"), read_output(output / "windows"), ["cell"])
