@@ -190,13 +190,13 @@ class Count(Aggregate):
         return partials[0].astype(np.int64)
 
 
-class Sum(Aggregate):
-    """Sum of a column; exact for integers (Python ints per event, wrapping int64 in batch)."""
+class NullableValue(Aggregate):
+    """An aggregate whose partial is a column value, or None before any non-null value (sum, min, max)."""
 
-    def __init__(self, column: str) -> None:
+    def __init__(self, column: str, name: str) -> None:
         self.column = column
         self.columns = self.numeric_columns = (column,)
-        self.name = f"sum:{column}"
+        self.name = name
 
     def identity(self):
         return None
@@ -204,15 +204,22 @@ class Sum(Aggregate):
     def lift(self, row, seq):
         return _value(row, self.column)
 
+    def lower(self, partial):
+        return partial
+
+
+class Sum(NullableValue):
+    """Sum of a column; exact for integers (Python ints per event, wrapping int64 in batch)."""
+
+    def __init__(self, column: str) -> None:
+        super().__init__(column, f"sum:{column}")
+
     def combine(self, a, b):
         if a is None:
             return b
         if b is None:
             return a
         return a + b
-
-    def lower(self, partial):
-        return partial
 
     def window_partials(self, cols, first, last, n):
         values, keep = cols.values(self.column), cols.valid(self.column)
@@ -339,22 +346,14 @@ def _numeric_extreme(values: np.ndarray, largest: bool) -> tuple[np.ndarray, obj
     return (values if largest else -values), np.iinfo(np.int64).min
 
 
-class Extreme(Aggregate):
+class Extreme(NullableValue):
     """``max`` or ``min`` of a column (selective: a slice keeps one value)."""
 
     duplicate_sensitive = False
 
     def __init__(self, column: str, largest: bool) -> None:
-        self.column = column
+        super().__init__(column, f"{'max' if largest else 'min'}:{column}")
         self.largest = largest
-        self.columns = self.numeric_columns = (column,)
-        self.name = f"{'max' if largest else 'min'}:{column}"
-
-    def identity(self):
-        return None
-
-    def lift(self, row, seq):
-        return _value(row, self.column)
 
     def combine(self, a, b):
         if a is None:
@@ -364,9 +363,6 @@ class Extreme(Aggregate):
         if self.largest:
             return b if b > a else a
         return b if b < a else a
-
-    def lower(self, partial):
-        return partial
 
     def window_partials(self, cols, first, last, n):
         values, keep = cols.values(self.column), cols.valid(self.column)
