@@ -48,6 +48,7 @@ class WindowManager:
         self.next_release: int | None = None  # oldest open window
         self.next_create: int | None = None  # first window not yet begun
         self._release_at: int | None = None  # u(w) + δ of the oldest open window
+        self._quiet_until = -(2**63)  # clocks up to this begin and release nothing (a cached bound)
         if series_start is not None:
             self._begin_series(series_start)
 
@@ -59,7 +60,15 @@ class WindowManager:
         """Insert the event ``[start, end)``; return the windows it released and how many it missed."""
         if self.next_release is None:
             self._begin_series(start)
-        released = self.advance(end) if self.clock is None or end > self.clock else []
+        clock = self.clock
+        if clock is None or end > clock:
+            if end <= self._quiet_until:  # no window begins or is released: only the clock moves
+                self.clock = end
+                released = []
+            else:
+                released = self.advance(end)
+        else:
+            released = []
         spec = self.spec
         o, s = spec.offset, spec.slide
         first = (start - o - spec.range) // s + 1  # spec.first_window_ending_after(start), inlined
@@ -82,11 +91,10 @@ class WindowManager:
         while self.next_create * spec.slide + spec.offset < t:  # Algorithm 1, lines 5-6
             technique.add_window(*spec.window(self.next_create))
             self.next_create += 1
-        if self._release_at >= t:  # fast path: nothing to release
-            return []
         released = []
         while self._release_at < t:  # lines 7-8: τ > u(w) + δ
             released.append(self._release())
+        self._quiet_until = min(self.next_create * spec.slide + spec.offset, self._release_at)
         return released
 
     def flush(self) -> list[Window]:

@@ -89,6 +89,11 @@ class SESlicing:
                     for j, i, combine in self._cum_slots:
                         ongoing[j] = combine(ongoing[j], lifted[i])
         if self._sel_slots:
+            if lo == last:  # the common case: the event lies in one slice
+                selected = self._selected[last]
+                for j, i, combine in self._sel_slots:
+                    selected[j] = combine(selected[j], lifted[i])
+                return
             for selected in self._selected[lo : last + 1]:
                 for j, i, combine in self._sel_slots:
                     selected[j] = combine(selected[j], lifted[i])
