@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spanning.aggregates import Aggregate
+from spanning.se_ml_slicing import SEMLSlicing
 from spanning.se_slicing import SESlicing
 from spanning.technique import Technique, TechniqueFactory
 from spanning.windows import WindowSpec
 
 TECHNIQUES: dict[str, TechniqueFactory] = {
     "se-slicing": SESlicing,
+    "se-ml-slicing": SEMLSlicing,
 }
 
 

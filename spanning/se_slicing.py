@@ -50,7 +50,8 @@ class SESlicing:
         self._head = 0  # list index of the oldest live slice
         self._first = 0  # slice number stored at list index 0
         self._next = None  # slice number of the next slice to create
-        self.slice_updates = 0  # operation counter: slice partials touched at insert
+        self.updates = 0  # operation counters: slices written at insert, read at release
+        self.reads = 0
 
     # Algorithm 2 (add_slices): the slices of the step that begins with the window.
     def add_window(self, start: int, end: int) -> None:
@@ -79,7 +80,7 @@ class SESlicing:
         lo = slice_of(start) - first
         if lo < self._head:
             lo = self._head
-        self.slice_updates += last - lo + 1
+        self.updates += last - lo + 1
         if self._cum_slots:
             ended = self._ended[last]  # lift* gives (φ = lift(e), ϕ = 0) where e ends
             for j, i, combine in self._cum_slots:
@@ -104,6 +105,7 @@ class SESlicing:
         first = max(self.slicer.slice_of(start) + offset, self._head)
         last_slice = self.slicer.slice_of(end - 1) + offset
         last = min(last_slice, len(self._ended) - 1)  # slices not created yet (flush) are empty
+        self.reads += max(last - first + 1, 0)
         result: list[Any] = [None] * len(self.aggregates)
         for j, agg in enumerate(self._cum_aggs):
             ended = agg.identity()
