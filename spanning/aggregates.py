@@ -73,6 +73,17 @@ class BatchColumns:
         return BatchColumns({k: (v[index], m[index]) for k, (v, m) in self._columns.items()}, self.seq[index])
 
 
+def nullable_column(values: Any) -> Any:
+    """Python results as a column: Int64 or Float64 when they are numbers (None -> NA), else objects."""
+    values = list(values)
+    array = pd.array(values)
+    if array.dtype in (pd.Int64Dtype(), pd.Float64Dtype()):
+        return array
+    out = np.empty(len(array), dtype=object)
+    out[:] = [None if is_null(v) else v for v in values]
+    return out
+
+
 class _NoColumns(dict):
     """The columns of no events: every column is an empty array."""
 

@@ -41,9 +41,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spanning.aggregates import Aggregate, Count
+from spanning.aggregates import Aggregate, Count, nullable_column
 from spanning.chunks import batch_columns, reduce_chunk
 from spanning.engine import Engine, build_aggregates
+from spanning.height import resolve_height
 from spanning.registry import make_technique
 from spanning.windows import WindowSpec, as_chronon
 
@@ -63,7 +64,7 @@ def aggregate(
     end: str = "end",
     key: str | Sequence[str] | None = None,
     technique: str = "se-slicing",
-    height: int = 1,
+    height: int | str = 1,
     series_start: int | str | None = None,
 ) -> pd.DataFrame:
     """Sliding-window aggregates of spanning events, rows taken in arrival order (per key).
@@ -73,7 +74,8 @@ def aggregate(
     columns plus ``windows_missed``; ``attrs.pop("late")`` it before ``pd.concat`` of several results,
     as pandas compares attrs there). With ``technique="se-slicing"`` (default) and built-in
     aggregates the vectorised batch path runs; other techniques and user-defined aggregates run the
-    per-event ``Engine`` and give the same results.
+    per-event ``Engine`` and give the same results. ``height="auto"`` picks the se-ml-slicing height
+    from the event sizes in ``events`` (``spanning.height``).
 
     Each key's window series starts with the first window ending after the start of its first row,
     or after ``series_start``: a time, or ``"earliest"`` for the key's earliest start in the data
@@ -81,7 +83,8 @@ def aggregate(
     """
     spec = WindowSpec(range, slide, ttp, offset)
     names, aggs = build_aggregates(aggregates)
-    make_technique(technique, spec, aggs, height)  # validates name and height early
+    if height != "auto":
+        make_technique(technique, spec, aggs, height)  # validates name and height early
     frame = _as_frame(events)
     keys = [key] if isinstance(key, str) else list(key or [])
     needed = [start, end, *keys, *(c for a in aggs for c in a.columns)]
@@ -95,6 +98,7 @@ def aggregate(
         i = bad[0]
         raise ValueError(f"row {i}: event end {upper[i]} is before its start {lower[i]} ({len(bad)} such rows)")
     upper = np.where(upper == lower, lower + 1, upper)  # point events [l, l + 1)
+    height = resolve_height(height, technique, spec, (lower, upper))  # "auto": measured on these events
     groups, group_rows = _group_codes(frame, keys)
     if series_start == "earliest":  # per key, the earliest start in the data: no window is cut off
         start_time = np.full(len(group_rows), np.iinfo(np.int64).max, dtype=np.int64)
@@ -114,7 +118,7 @@ def aggregate(
 
     for name in names:  # object columns (arg-aggregates, per-event results) as nullable dtypes
         if windows[name].dtype == object:
-            windows[name] = windows[name].convert_dtypes(convert_string=False, convert_boolean=False)
+            windows[name] = nullable_column(windows[name])
     key_rows = group_rows[windows.pop("_group").to_numpy(dtype=np.int64)]
     for i, name in enumerate(keys):  # key columns first, as the first row of each key holds them
         windows.insert(i, name, frame[name].to_numpy()[key_rows])
@@ -157,9 +161,17 @@ def _per_event(spec, aggs, names, technique, height, frame, lower, upper, groups
         released[g] += engines[g].flush()
         records += [(g, w.start, w.end, *w.values.values()) for w in released[g]]
         late += [(ev.seq, ev.windows_missed) for ev in engines[g].late]
-    windows = pd.DataFrame.from_records(records, columns=["_group", "window_start", "window_end", *names])
-    windows = windows.astype({"window_start": np.int64, "window_end": np.int64}).astype(
-        {name: np.int64 for name, agg in named.items() if isinstance(agg, Count)}
+    columns = list(zip(*records, strict=True)) if records else [()] * (3 + len(names))
+    windows = pd.DataFrame(
+        {
+            "_group": np.array(columns[0], dtype=np.int64),
+            "window_start": np.array(columns[1], dtype=np.int64),
+            "window_end": np.array(columns[2], dtype=np.int64),
+            **{
+                name: np.array(col, dtype=np.int64 if isinstance(named[name], Count) else object)
+                for name, col in zip(names, columns[3:], strict=True)
+            },
+        }
     )
     late.sort()
     late_rows = np.array([r for r, _ in late], dtype=np.int64)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from spanning.aggregates import Aggregate, BatchColumns
+from spanning.aggregates import Aggregate, BatchColumns, nullable_column
 from spanning.windows import WindowSpec
 
 __all__ = ["OpenKey", "ChunkResult", "reduce_chunk", "running_max", "batch_columns", "SortedStreamAggregator"]
@@ -299,3 +299,65 @@ def _same_key(a: tuple | None, b: tuple) -> bool:
     if a is None or len(a) != len(b):
         return False
     return all(x == y or (pd.isna(x) and pd.isna(y)) for x, y in zip(a, b, strict=True))
+
+
+class SortedEngineStream(SortedStreamAggregator):
+    """The same contract as ``SortedStreamAggregator``, through the per-event ``Engine`` of any technique.
+
+    Used for techniques other than se-slicing (whose batch form is vectorised): one Engine for the key
+    in progress, flushed when the next key starts, so memory stays bounded by one key's open windows.
+    """
+
+    def __init__(self, *args, technique: str = "se-slicing", height: int = 1, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.technique, self.height = technique, height
+        self._engine = None
+        self._engine_key: tuple | None = None
+        self._named = dict(zip(self.names, self.aggregates, strict=True))
+
+    def feed(self, chunk: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        from spanning.engine import Engine  # the per-event path sits above this module
+
+        chunk = chunk.reset_index(drop=True)
+        starts = chunk[self.start].to_numpy(dtype=np.int64).tolist()
+        ends = chunk[self.end].to_numpy(dtype=np.int64).tolist()
+        seqs = chunk[self.seq].to_numpy(dtype=np.int64).tolist()
+        series = chunk[self.series_start].to_numpy(dtype=np.int64).tolist() if self.series_start else None
+        keys = list(zip(*(chunk[k].tolist() for k in self.keys), strict=True)) if self.keys else [()] * len(chunk)
+        flags = {c: self.valid_column(c) for c in self._columns if self.valid_column(c) in chunk.columns}
+        cols = batch_columns(chunk, self.aggregates, np.asarray(seqs, dtype=np.int64), flags)
+        values = {c: cols.values(c) for c in self._columns}
+        valid = {c: cols.valid(c) for c in self._columns}
+        windows, late = [], []
+        for i, key in enumerate(keys):
+            if self._engine is None or not _same_key(self._engine_key, key):
+                if self._engine is not None:
+                    windows += [(self._engine_key, w) for w in self._engine.flush()]
+                    late += [(ev.seq, ev.windows_missed) for ev in self._engine.late]
+                self._engine = Engine(self.spec, self._named, self.technique, self.height,
+                                      None if series is None else series[i])  # fmt: skip
+                self._engine_key = key
+            row = {c: (values[c][i].item() if hasattr(values[c][i], "item") else values[c][i]) if valid[c][i] else None
+                   for c in self._columns}  # fmt: skip
+            windows += [(key, w) for w in self._engine.insert(starts[i], ends[i], row, seq=seqs[i])]
+        late += [(ev.seq, ev.windows_missed) for ev in self._engine.late] if self._engine else []
+        if self._engine is not None:
+            self._engine.late.clear()
+        return self._engine_windows(windows), pd.DataFrame(
+            {"seq": [s for s, _ in late], "windows_missed": [m for _, m in late]}, dtype=np.int64
+        )
+
+    def finish(self) -> pd.DataFrame:
+        if self._engine is None:
+            return self._windows([], [], [])
+        windows = [(self._engine_key, w) for w in self._engine.flush()]
+        self._engine = None
+        return self._engine_windows(windows)
+
+    def _engine_windows(self, windows: list) -> pd.DataFrame:
+        if not windows:
+            return self._windows([], [], [])
+        keys = [np.array([key[i] for key, _ in windows], dtype=object) for i in range(len(self.keys))]
+        start = np.array([w.start for _, w in windows], dtype=np.int64)
+        values = [nullable_column(w.values[name] for _, w in windows) for name in self.names]
+        return self._windows(start, keys, values, start + self.spec.range)

@@ -1,4 +1,4 @@
-"""The ``spanning`` command: ``run`` (the windowed job), ``generate-cdr`` (sample data).
+"""The ``spanning`` command: ``run`` (the windowed job), ``generate-cdr`` (sample data), ``tune-height``.
 
 User mistakes end with one ``error:`` line and exit code 2; ``--verbose`` shows the stack trace.
 """
@@ -46,8 +46,8 @@ def _run_parser(sub) -> None:
         help="count, count:col, sum:col, mean, min, max, stddev, stddev_pop, argmin:col[:res], "
         "argmax:col[:res], mincount, maxcount (repeatable; default count)",
     )
-    p.add_argument("--technique", default="se-slicing", help="technique (default se-slicing)")
-    p.add_argument("--height", default="1", help="multi-level height d (se-ml-slicing)")
+    p.add_argument("--technique", default="se-slicing", help="se-slicing (default, vectorised) or se-ml-slicing")
+    p.add_argument("--height", default="1", help="multi-level height d of se-ml-slicing, or auto (Table 4 cost model)")
     p.add_argument("--point-events", action="store_true", help="each record is a point event at --start")
     p.add_argument("--output", default="spanning-output", help="output folder (default spanning-output)")
     p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format")
@@ -69,13 +69,16 @@ def _run_parser(sub) -> None:
     p.set_defaults(handler=_run)
 
 
-def _height(text: str) -> int:
+def _height(text: str) -> int | str:
     if text == "auto":
-        raise UsageError("--height auto needs technique se-ml-slicing, which is not available yet")
+        return "auto"
     try:
-        return int(text)
+        height = int(text)
     except ValueError:
-        raise UsageError(f"bad --height {text!r}: give an integer >= 1") from None
+        height = 0
+    if height < 1:
+        raise UsageError(f"bad --height {text!r}: give an integer >= 1 or auto")
+    return height
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -160,11 +163,99 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune_parser(sub) -> None:
+    p = sub.add_parser(
+        "tune-height",
+        help="predict (and measure) the cost of each se-ml-slicing height d and recommend one",
+        description="Table 4's cost model with the event sizes measured from your data (or synthetic "
+        "events): insert cost falls with d, release cost grows with it.",
+    )
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="CDR files (as for run); none: synthetic events")
+    p.add_argument("--range", required=True)
+    p.add_argument("--slide", required=True)
+    p.add_argument("--ttp", default="0")
+    p.add_argument("--start", metavar="EXPR", help="event start (with INPUT)")
+    p.add_argument("--end", metavar="EXPR")
+    p.add_argument("--duration", metavar="EXPR")
+    p.add_argument("--engine", default="local", choices=["local", "spark"], help="how to read INPUT (default local)")
+    p.add_argument("--master", help="Spark master URL for --engine spark")
+    p.add_argument("--time-unit", default="s", choices=["s", "ms"])
+    p.add_argument("--input-format", choices=["csv", "parquet", "json"])
+    p.add_argument("--mu", type=float, help="synthetic: mean event length in chronons")
+    p.add_argument("--sigma", type=float, default=10.0, help="synthetic: standard deviation (default 10)")
+    p.add_argument("--events", type=int, default=100_000, help="synthetic: number of events, one per chronon")
+    p.add_argument("--max-height", type=int, default=20)
+    p.add_argument("--measure", action="store_true", help="also measure the per-event throughput of each height")
+    p.add_argument("--sample", type=int, default=20_000, help="events measured with --measure (default 20000)")
+    p.add_argument("--verbose", action="store_true")
+    p.set_defaults(handler=_tune)
+
+
+def _tune_events(args: argparse.Namespace):
+    import numpy as np
+
+    from spanning.height import synthetic_events
+
+    if not args.inputs:
+        if args.mu is None:
+            raise UsageError("give INPUT files with --start/--end, or --mu for synthetic events")
+        return synthetic_events(args.events, args.mu, args.sigma)
+    if args.start is None or (args.end is None) == (args.duration is None):
+        raise UsageError("with INPUT, give --start and one of --end / --duration")
+    cfg = RunConfig(inputs=args.inputs, range=1, slide=1, ttp=0, start=args.start, end=args.end,
+                    duration=args.duration, engine=args.engine, master=args.master, time_unit=args.time_unit,
+                    input_format=args.input_format)  # fmt: skip
+    if args.engine == "spark":
+        from spark_jobs.prepare import END, START, events, prepare, read_input
+        from spark_jobs.session import get_session
+
+        spark = get_session(args.master, verbose=args.verbose)
+        sample = events(prepare(read_input(spark, cfg.inputs, cfg.input_format), cfg), "first")
+        frame = sample.select(START, END).limit(max(args.sample, 200_000)).toPandas()
+        return frame[START].to_numpy(np.int64), frame[END].to_numpy(np.int64)
+    from spanning.local_run import event_times
+
+    return event_times(cfg)
+
+
+def _tune(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from spanning.tune import format_table, height_table
+    from spanning.windows import WindowSpec
+
+    unit = args.time_unit
+    try:
+        spec = WindowSpec(
+            parse_duration(args.range, unit), parse_duration(args.slide, unit), parse_duration(args.ttp, unit)
+        )
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    if not 1 <= args.max_height <= 256:
+        raise UsageError("--max-height must be between 1 and 256")
+    starts, ends = _tune_events(args)
+    if len(starts) == 0:
+        raise UsageError("no usable events in the input")
+    ends = np.maximum(ends, starts + 1)
+    pick = np.linspace(0, len(starts) - 1, min(args.sample, len(starts))).astype(np.int64)
+    rows, best = height_table(spec, starts, ends, args.max_height)
+    if args.measure:
+        measured, _ = height_table(spec, starts[pick], ends[pick], args.max_height, measure=True)
+        for row, m in zip(rows, measured, strict=True):
+            row["measured_events_per_s"] = m["measured_events_per_s"]
+    lengths = ends - starts
+    print(f"{len(starts):,} events, length mean {lengths.mean():.1f} (p50 {np.median(lengths):.0f}, "
+          f"p99 {np.percentile(lengths, 99):.0f}); ω={spec.range} β={spec.slide} δ={spec.ttp}")  # fmt: skip
+    print(format_table(rows, best))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spanning", description="Sliding-window aggregates over spanning events.")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
     _generate_parser(sub)
+    _tune_parser(sub)
     return parser
 
 

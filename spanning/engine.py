@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from spanning.aggregates import Aggregate, parse_aggregate
+from spanning.height import resolve_height
 from spanning.manager import Window, WindowManager
 from spanning.registry import make_technique
 from spanning.windows import WindowSpec, as_chronon
@@ -52,7 +53,8 @@ class Engine:
 
     ``insert(start, end, row)`` takes an event ``[start, end)`` (``start == end`` is the point event
     ``[start, start + 1)``) with its columns in ``row`` and returns the windows it released.
-    Late events are kept in ``engine.late``.
+    Late events are kept in ``engine.late``. ``technique="se-ml-slicing"`` takes a ``height`` d, or
+    ``"auto"`` with ``sample_events=(starts, ends)`` to pick d by the cost model (``spanning.height``).
     """
 
     def __init__(
@@ -60,14 +62,16 @@ class Engine:
         spec: WindowSpec,
         aggregates: Mapping[str, str | Aggregate] | None = None,
         technique: str = "se-slicing",
-        height: int = 1,
+        height: int | str = 1,
         start: int | None = None,
+        sample_events: tuple | None = None,
     ) -> None:
         if not isinstance(spec, WindowSpec):
             raise ValueError(f"spec must be a WindowSpec, got {spec!r}")
         self.spec = spec
         self.names, self.aggregates = build_aggregates(aggregates)
-        self.technique = make_technique(technique, spec, self.aggregates, height)
+        self.height = resolve_height(height, technique, spec, sample_events)  # "auto": Table 4 on the sample
+        self.technique = make_technique(technique, spec, self.aggregates, self.height)
         series_start = None if start is None else as_chronon(start, "series start")
         self._manager = WindowManager(spec, self.technique, self.aggregates, self.names, series_start)
         self._lifts = [agg.lift for agg in self.aggregates]

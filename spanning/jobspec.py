@@ -72,7 +72,7 @@ class RunConfig:
     keys: list[str] = field(default_factory=list)
     aggregates: list[str] = field(default_factory=lambda: ["count"])
     technique: str = "se-slicing"
-    height: int = 1
+    height: int | str = 1  # or "auto"
     point_events: bool = False
     output: str = "spanning-output"
     format: str = "parquet"

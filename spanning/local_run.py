@@ -91,12 +91,11 @@ def run_local(cfg: RunConfig, verbose: bool = False) -> dict:
         return _run(cfg, output, began)
 
 
-def _run(cfg: RunConfig, output: Path, began: float) -> dict:
-    frame = read_local(cfg.inputs, cfg.input_format)
-    n = len(frame)
+def _event_bounds(frame: pd.DataFrame, cfg: RunConfig) -> tuple:
+    """(start, start present, end, end present, fractional, start was a timestamp) of every row."""
     start, start_ok, start_frac, is_ts = chronons(_column(frame, cfg.start, "start"), cfg.time_unit)
     if cfg.point_events:
-        end, end_ok, end_frac = start, start_ok, np.zeros(n, dtype=bool)
+        end, end_ok, end_frac = start, start_ok, np.zeros(len(frame), dtype=bool)
     elif cfg.duration is not None:
         length = pd.to_numeric(_column(frame, cfg.duration, "duration"), errors="coerce").to_numpy(dtype=np.float64)
         end_ok = ~np.isnan(length)
@@ -106,13 +105,27 @@ def _run(cfg: RunConfig, output: Path, began: float) -> dict:
         end, end_ok, end_frac, end_ts = chronons(_column(frame, cfg.end, "end"), cfg.time_unit)
         if end_ts != is_ts:
             raise UsageError("--start and --end must both be timestamps or both be numbers")
+    return start, start_ok, end, end_ok, start_frac | end_frac, is_ts
+
+
+def event_times(cfg: RunConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends of the usable events of the inputs (for tune-height)."""
+    start, start_ok, end, end_ok, fractional, _ = _event_bounds(read_local(cfg.inputs, cfg.input_format), cfg)
+    usable = start_ok & end_ok & ~fractional & (end >= start)
+    return start[usable], end[usable]
+
+
+def _run(cfg: RunConfig, output: Path, began: float) -> dict:
+    frame = read_local(cfg.inputs, cfg.input_format)
+    n = len(frame)
+    start, start_ok, end, end_ok, fractional, is_ts = _event_bounds(frame, cfg)
     keys = [_column(frame, k, "key").name for k in cfg.keys]
 
     reason = np.full(n, None, dtype=object)
     checks = [
         (~start_ok, REASONS["start"]),
         (~end_ok, REASONS["duration"] if cfg.duration is not None else REASONS["end"]),
-        (start_frac | end_frac, REASONS["fraction"]),
+        (fractional, REASONS["fraction"]),
         (end < start, REASONS["order"]),
     ]
     values = {}

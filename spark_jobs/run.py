@@ -8,11 +8,14 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spanning.height import resolve_height
 from spanning.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.outputs import finish_output, output_folder
-from spark_jobs.prepare import REASON, SEQ, as_read, events, prepare, read_input
+from spark_jobs.prepare import END, REASON, SEQ, START, as_read, events, prepare, read_input
 from spark_jobs.session import get_session
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
+
+HEIGHT_SAMPLE = 200_000  # events measured for --height auto
 
 
 def to_time(column, cfg: RunConfig, is_timestamp: bool):
@@ -25,6 +28,9 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
     """(prepared rows, windows, late events, rejected rows) as lazy DataFrames; prepared is persisted."""
     prepared = prepare(read_input(spark, cfg.inputs, cfg.input_format), cfg)
     prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
+    if cfg.height == "auto":  # Table 4's cost model on the sizes of (a sample of) the events
+        sample = events(prepared, "first").select(START, END).limit(HEIGHT_SAMPLE).toPandas()
+        cfg.height = resolve_height("auto", cfg.technique, cfg.spec, (sample[START], sample[END]))
     out = window_job(events(prepared, cfg.series_start), prepared, cfg, series_start=cfg.series_start != "first")
     out = out.persist(StorageLevel.MEMORY_AND_DISK)
     windows = out.where(F.col(LATE_SEQ).isNull())

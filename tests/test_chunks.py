@@ -72,3 +72,35 @@ def test_chunked_earliest_series_start_equals_aggregate(spec, events, cuts):
         expected, _ = oracle(list(key_events), *spec, aggregates, series_start=start)
         got = frame_windows(out[out["key"] == key], aggregates)
         assert_same_windows(got, expected)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    spec=window_specs(),
+    events=streams(max_events=40),
+    cuts=st.lists(st.integers(0, 50), max_size=6),
+    height=st.integers(1, 5),
+)
+def test_chunked_per_event_engine_equals_aggregate(spec, events, cuts, height):
+    """The Spark job's path for techniques other than se-slicing: Engine per key over sorted chunks."""
+    from spanning.chunks import SortedEngineStream
+
+    events = sorted_by_key_and_end(events)
+    frame = to_frame(events).assign(seq=lambda f: np.arange(len(f)))
+    names, aggs = build_aggregates(ALL_AGGREGATES)
+    stream = SortedEngineStream(
+        spanning.WindowSpec(*spec), aggs, names, keys=["key"], technique="se-ml-slicing", height=height
+    )
+    windows, late = [], []
+    bounds = sorted({0, len(frame), *[c % (len(frame) + 1) for c in cuts]})
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        w, lt = stream.feed(frame.iloc[a:b])
+        windows.append(w)
+        late.append(lt)
+    windows.append(stream.finish())
+    nonempty = [w for w in windows if len(w)]
+    got = pd.concat(nonempty, ignore_index=True) if nonempty else windows[0]
+    expected, expected_late = oracle(events, *spec, ALL_AGGREGATES)
+    assert_same_windows(frame_windows(got, ALL_AGGREGATES), expected)
+    late = pd.concat(late, ignore_index=True) if late else pd.DataFrame({"seq": [], "windows_missed": []})
+    assert dict(zip(late["seq"].tolist(), late["windows_missed"].tolist(), strict=True)) == expected_late

@@ -107,7 +107,7 @@ def test_durations_and_usage_errors(tmp_path, capsys):
             ["--start", "t0", "--end", "t1", "--agg", "median:bytes", "--output", str(tmp_path / "c")],
             "unknown aggregate",
         ),
-        (["--start", "t0", "--end", "t1", "--height", "auto", "--output", str(tmp_path / "d")], "--height auto"),
+        (["--start", "t0", "--end", "t1", "--height", "0", "--output", str(tmp_path / "d")], "bad --height '0'"),
     ]
     for args, message in cases:
         assert main(["run", str(path), *BASE, *args]) == 2

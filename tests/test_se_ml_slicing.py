@@ -91,3 +91,40 @@ def test_height_one_is_se_slicing_on_a_long_stream():
     assert [(w.start, w.values["n"], w.values["s"], w.values["m"]) for w in outputs[0]] == [
         (w.start, w.values["n"], w.values["s"], w.values["m"]) for w in outputs[2]
     ]
+
+
+def test_height_auto_everywhere():
+    from spanning.height import synthetic_events
+
+    starts, ends = synthetic_events(3000, mu=900, sigma=10)
+    frame = __import__("pandas").DataFrame({"start": starts, "end": ends, "x": (ends % 7).astype(int)})
+    spec = WindowSpec(range=2000, slide=100, ttp=1000)
+    aggs = {"n": "count", "s": "sum:x", "m": "max:x"}
+    flat = spanning.aggregate(frame, 2000, 100, 1000, aggregates=aggs)
+    auto = spanning.aggregate(frame, 2000, 100, 1000, aggregates=aggs, technique="se-ml-slicing", height="auto")
+    assert flat[["window_start", "n", "s", "m"]].equals(auto[["window_start", "n", "s", "m"]])
+    eng = spanning.Engine(spec, aggs, technique="se-ml-slicing", height="auto", sample_events=(starts, ends))
+    assert eng.height > 1  # events span ~10 slices: more than one level pays
+    assert spanning.Engine(spec, aggs, height="auto").height == 1  # se-slicing has one level
+    try:
+        spanning.Engine(spec, aggs, technique="se-ml-slicing", height="auto")
+    except ValueError as err:
+        assert "sample_events" in str(err)
+    else:
+        raise AssertionError("height='auto' without events to measure must fail")
+
+
+def test_tune_height_command(capsys):
+    from spanning.cli import main
+
+    assert main(["tune-height", "--range", "10000", "--slide", "200", "--mu", "5000", "--events", "20000",
+                 "--max-height", "12"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    recommended = int(out.split("recommended height: ")[1].split()[0])
+    assert 5 <= recommended <= 10 and out.count("\n") >= 13  # §6.2 finds d = 7 best at μ = 5000, ω = 50β
+    assert main(["tune-height", "--range", "15m", "--slide", "5m", "data/sample_cdr.csv", "--start", "start",
+                 "--end", "end", "--max-height", "4", "--measure", "--sample", "2000"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "measured events/s" in out and "best measured:" in out
+    assert main(["tune-height", "--range", "15m", "--slide", "5m"]) == 2
+    assert "give INPUT files" in capsys.readouterr().err

@@ -271,3 +271,14 @@ def test_local_cluster_gives_the_same_result(job, sample, tmp_path):
     summary = json.loads((tmp_path / "cluster" / "summary.json").read_text())
     assert summary["spark_master"] == "local-cluster[2,1,1024]"
     assert_frames_match(read_output(tmp_path / "cluster" / "windows"), read_output(output / "windows"), ["cell"])
+
+
+def test_se_ml_slicing_job_with_auto_height_equals_se_slicing(job, sample, tmp_path):
+    from spark_jobs.run import run_spark
+
+    _, output = job
+    summary = run_spark(config([sample], tmp_path / "ml", technique="se-ml-slicing", height="auto"))
+    assert summary["parameters"]["height"] >= 1
+    assert_frames_match(read_output(tmp_path / "ml" / "windows"), read_output(output / "windows"), ["cell"])
+    late = pd.read_parquet(tmp_path / "ml" / "late")
+    assert sorted(late["call_id"]) == sorted(pd.read_parquet(output / "late")["call_id"])
