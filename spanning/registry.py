@@ -16,6 +16,18 @@ TECHNIQUES: dict[str, TechniqueFactory] = {
 }
 
 
+def _baselines() -> None:
+    """Register the baselines (their packages sit beside spanning and implement the same protocol)."""
+    from buckets.aggregate_buckets import AggregateBuckets
+    from buckets.tuple_buckets import TupleBuckets
+    from sweeping.plane_sweeping import PlaneSweeping
+
+    TECHNIQUES.update({"tuple-buckets": TupleBuckets, "aggregate-buckets": AggregateBuckets, "sweeping": PlaneSweeping})
+
+
+_baselines()
+
+
 def make_technique(name: str, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int) -> Technique:
     """Build the technique ``name``, with a clear error for unknown names and bad heights."""
     if name not in TECHNIQUES:

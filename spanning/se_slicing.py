@@ -139,3 +139,8 @@ class SESlicing:
     def live_slices(self) -> int:
         """Number of slices held (for memory tests)."""
         return len(self._ended) - self._head
+
+    @property
+    def state_size(self) -> int:
+        """Stored items: (φ, ϕ) per cumulative and one per selective aggregate, per live slice."""
+        return self.live_slices * (2 * len(self.cumulative) + len(self.selective))

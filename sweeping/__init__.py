@@ -1,1 +1,1 @@
-"""Placeholder package: filled in by a later issue (see README, Roadmap)."""
+"""Plane Sweeping baseline (paper 001 §5.3.3, after Piatov & Helmer): see ``plane_sweeping``."""
