@@ -42,19 +42,16 @@ class _Counters:
     def __init__(self, agg: Aggregate) -> None:
         self.agg = agg
         self.n = self.total = self.squares = 0
+        if isinstance(agg, Count):  # (counted?, x) from the aggregate's lifted form, chosen once
+            self._value = lambda lifted: (lifted, None)
+        elif isinstance(agg, Sum):
+            self._value = lambda lifted: (0, None) if lifted is None else (1, _exact(lifted))
+        elif isinstance(agg, Mean):
+            self._value = lambda lifted: (lifted[1], _exact(lifted[0]))
+        else:  # StdDev: (1, x, 0.0)
+            self._value = lambda lifted: (lifted[0], _exact(lifted[1]))
 
-    def _value(self, lifted: Any) -> Any:
-        """(counted?, x) from the aggregate's lifted form."""
-        agg = self.agg
-        if isinstance(agg, Count):
-            return lifted, None
-        if isinstance(agg, Sum):
-            return (0, None) if lifted is None else (1, _exact(lifted))
-        if isinstance(agg, Mean):
-            return lifted[1], _exact(lifted[0])
-        return lifted[0], _exact(lifted[1])  # StdDev: (1, x, 0.0)
-
-    def update(self, lifted: Any, sign: int) -> None:
+    def update(self, lifted: Any, event: int, sign: int) -> None:
         counted, x = self._value(lifted)
         if counted:
             self.n += sign
@@ -126,6 +123,7 @@ class PlaneSweeping:
             else:
                 raise ValueError(f"sweeping supports the built-in aggregates only, not {agg.name!r}")
         self.states = states
+        self._updates = [state.update for state in states]
         self.starts = SortedList()  # (start, event id)
         self.ends = SortedList()  # (end, event id)
         self.windows = SortedList()  # (start, end) of the open windows
@@ -148,11 +146,8 @@ class PlaneSweeping:
 
     def _activate(self, event: int, sign: int) -> None:
         lifted = self.events[event][2]
-        for state, value in zip(self.states, lifted, strict=True):
-            if isinstance(state, _Counters):
-                state.update(value, sign)
-            else:
-                state.update(value, event, sign)
+        for update, value in zip(self._updates, lifted, strict=True):
+            update(value, event, sign)
         self.active.add(event) if sign > 0 else self.active.discard(event)
 
     def query(self, start: int, end: int) -> list[Any]:
