@@ -120,6 +120,7 @@ class Aggregate:
     columns: tuple[str, ...] = ()
     duplicate_sensitive: bool = True
     numeric_columns: tuple[str, ...] = ()  # columns the batch path must read as numbers
+    inverse: Any = None  # inverse(total, oldest) -> total without its oldest part, for invertible SWAGs
 
     # --- scalar face (per-event path) -------------------------------------------------------
     def identity(self) -> Any:
@@ -184,6 +185,7 @@ class Count(Aggregate):
         return 0 if _value(row, self.column) is None else 1
 
     combine = staticmethod(operator.add)
+    inverse = staticmethod(operator.sub)
 
     def lower(self, partial):
         return partial
@@ -268,6 +270,10 @@ class Mean(Aggregate):
 
     def combine(self, a, b):
         return (a[0] + b[0], a[1] + b[1])
+
+    @staticmethod
+    def inverse(total, oldest):
+        return (total[0] - oldest[0], total[1] - oldest[1])
 
     def lower(self, partial):
         total, n = partial

@@ -66,6 +66,9 @@ def aggregate(
     technique: str = "se-slicing",
     height: int | str = 1,
     series_start: int | str | None = None,
+    point_events: bool = False,
+    swag: str | None = None,
+    count_based: bool = False,
 ) -> pd.DataFrame:
     """Sliding-window aggregates of spanning events, rows taken in arrival order (per key).
 
@@ -80,6 +83,11 @@ def aggregate(
     Each key's window series starts with the first window ending after the start of its first row,
     or after ``series_start``: a time, or ``"earliest"`` for the key's earliest start in the data
     (what a batch job over files wants: no window before the first row is cut off).
+
+    ``point_events=True``: each row is the point ``[start, start + 1)`` (``end`` is not read);
+    ``swag="daba-lite"`` aggregates them through Pairs slices and that FIFO SWAG (per-event path);
+    ``count_based=True`` makes ``range``/``slide``/``ttp`` count events: a row's time is its arrival
+    number within its key, so window k holds that key's arrivals ``k*slide .. k*slide + range - 1``.
     """
     spec = WindowSpec(range, slide, ttp, offset)
     names, aggs = build_aggregates(aggregates)
@@ -87,19 +95,26 @@ def aggregate(
         make_technique(technique, spec, aggs, height)  # validates name and height early
     frame = _as_frame(events)
     keys = [key] if isinstance(key, str) else list(key or [])
-    needed = [start, end, *keys, *(c for a in aggs for c in a.columns)]
+    if count_based and not point_events:
+        raise ValueError("count_based=True counts point events: give point_events=True too")
+    if swag is not None and not point_events:
+        raise ValueError("swag= aggregates point events: give point_events=True too")
+    needed = [start, *([] if point_events else [end]), *keys, *(c for a in aggs for c in a.columns)]
     missing = [c for c in dict.fromkeys(needed) if c not in frame.columns]
     if missing:
         raise ValueError(f"unknown column {missing[0]!r}: the columns are {', '.join(map(str, frame.columns))}")
-    lower = _times(frame[start], "start")
-    upper = _times(frame[end], "end")
+    groups, group_rows = _group_codes(frame, keys)
+    if count_based:  # time = arrival number within the key
+        lower = pd.Series(np.zeros(len(frame), dtype=np.int64)).groupby(groups).cumcount().to_numpy(np.int64)
+    else:
+        lower = _times(frame[start], "start")
+    upper = lower.copy() if point_events else _times(frame[end], "end")
     bad = np.flatnonzero(upper < lower)
     if len(bad):
         i = bad[0]
         raise ValueError(f"row {i}: event end {upper[i]} is before its start {lower[i]} ({len(bad)} such rows)")
     upper = np.where(upper == lower, lower + 1, upper)  # point events [l, l + 1)
     height = resolve_height(height, technique, spec, (lower, upper))  # "auto": measured on these events
-    groups, group_rows = _group_codes(frame, keys)
     if series_start == "earliest":  # per key, the earliest start in the data: no window is cut off
         start_time = np.full(len(group_rows), np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(start_time, groups, lower)
@@ -108,12 +123,12 @@ def aggregate(
     else:
         start_time = np.full(len(group_rows), as_chronon(series_start, "series start"), dtype=np.int64)
 
-    if technique == VECTORISED_TECHNIQUE and all(a.vectorised for a in aggs):
+    if technique == VECTORISED_TECHNIQUE and swag is None and all(a.vectorised for a in aggs):
         cols = batch_columns(frame, aggs, np.arange(len(frame), dtype=np.int64))
         windows, late_rows, missed = _vectorised(spec, aggs, names, lower, upper, groups, group_rows, cols, start_time)
     else:
         windows, late_rows, missed = _per_event(
-            spec, aggs, names, technique, height, frame, lower, upper, groups, start_time
+            spec, aggs, names, technique, height, frame, lower, upper, groups, start_time, swag
         )
 
     for name in names:  # object columns (arg-aggregates, per-event results) as nullable dtypes
@@ -141,7 +156,7 @@ def _vectorised(spec, aggs, names, lower, upper, groups, group_rows, cols, start
     return pd.DataFrame(data), result.late_rows, result.windows_missed
 
 
-def _per_event(spec, aggs, names, technique, height, frame, lower, upper, groups, start_time):
+def _per_event(spec, aggs, names, technique, height, frame, lower, upper, groups, start_time, swag=None):
     """Run the per-event Engine, one per key, over the rows in arrival order."""
     named = dict(zip(names, aggs, strict=True))
     columns = list(dict.fromkeys(c for a in aggs for c in a.columns))
@@ -153,7 +168,7 @@ def _per_event(spec, aggs, names, technique, height, frame, lower, upper, groups
         engine = engines.get(g)
         if engine is None:
             series = None if start_time is None else int(start_time[g])
-            engine = engines[g] = Engine(spec, named, technique, height, series)
+            engine = engines[g] = Engine(spec, named, technique, height, series, swag=swag)
             released[g] = []
         released[g] += engine.insert(int(lower[i]), int(upper[i]), rows[i], seq=int(i))
     records, late = [], []

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from spanning.aggregates import Aggregate, parse_aggregate
 from spanning.height import resolve_height
 from spanning.manager import Window, WindowManager
+from spanning.point_windows import PointWindows
 from spanning.registry import make_technique
 from spanning.windows import WindowSpec, as_chronon
 
@@ -55,6 +56,8 @@ class Engine:
     ``[start, start + 1)``) with its columns in ``row`` and returns the windows it released.
     Late events are kept in ``engine.late``. ``technique="se-ml-slicing"`` takes a ``height`` d, or
     ``"auto"`` with ``sample_events=(starts, ends)`` to pick d by the cost model (``spanning.height``).
+    ``swag="daba-lite"`` (any name of ``spanning.swag.ALGORITHMS``) aggregates point events through
+    Pairs slices and that FIFO SWAG (``spanning.point_windows``).
     """
 
     def __init__(
@@ -65,13 +68,19 @@ class Engine:
         height: int | str = 1,
         start: int | None = None,
         sample_events: tuple | None = None,
+        swag: str | None = None,
     ) -> None:
         if not isinstance(spec, WindowSpec):
             raise ValueError(f"spec must be a WindowSpec, got {spec!r}")
         self.spec = spec
         self.names, self.aggregates = build_aggregates(aggregates)
         self.height = resolve_height(height, technique, spec, sample_events)  # "auto": Table 4 on the sample
-        self.technique = make_technique(technique, spec, self.aggregates, self.height)
+        if swag is not None:  # point events: Pairs slices, and a FIFO SWAG for the final aggregation
+            if technique != "se-slicing":
+                raise ValueError("swag= is the technique for point events: leave technique at its default")
+            self.technique = PointWindows(spec, self.aggregates, self.height, swag=swag)
+        else:
+            self.technique = make_technique(technique, spec, self.aggregates, self.height)
         series_start = None if start is None else as_chronon(start, "series start")
         self._manager = WindowManager(spec, self.technique, self.aggregates, self.names, series_start)
         self._lifts = [agg.lift for agg in self.aggregates]

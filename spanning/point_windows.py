@@ -1,0 +1,134 @@
+"""Point-event windows: Pairs slices as partials, a FIFO SWAG per aggregate for the final aggregation.
+
+A point event at c is ``[c, c + 1)``: it lies in exactly one Pairs slice, so a slice keeps one partial
+per aggregate (no (φ, ϕ) pair). Windows are released in order, so the SWAG of each aggregate holds the
+partials of the slices of the window being released: at each release it evicts the slices before the
+window and inserts those up to its end (seed 000 §2, seed 002 §2: slices as the SWAG's values).
+
+A slice enters the SWAGs when the first window holding it is released; from then on it is fixed. A
+point that arrives later for such a slice is late for that window (its end was more than δ ago) but
+still counts in the later open windows: it is kept aside per slice and combined at their release.
+
+Which SWAG serves which aggregate: algorithms that need an inverse (``soe``, SlickDeque's invertible
+form) take the aggregates that have one (count, mean); SlickDeque without inverse takes selective ones
+(min, max, argmin, argmax); the others take any aggregate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from spanning.aggregates import Aggregate
+from spanning.windows import PairsSlicer, WindowSpec
+
+_COMPACT_AT = 512
+
+
+def build_swag(name: str, agg: Aggregate):
+    """The SWAG ``name`` over one aggregate's partials, or a clear error when the pair does not fit."""
+    from spanning.swag import ALGORITHMS, NEEDS_INVERSE
+
+    if name not in ALGORITHMS:
+        raise ValueError(f"unknown swag {name!r}: available are {', '.join(sorted(ALGORITHMS))}")
+    cls = ALGORITHMS[name]
+    if name in NEEDS_INVERSE:
+        if agg.inverse is None:
+            raise ValueError(f"swag {name!r} needs invertible aggregates (count, mean), not {agg.name!r}")
+        return cls(agg.combine, agg.identity(), inverse=agg.inverse)
+    if name == "slickdeque":  # invertible form when it can, else the selective form
+        if agg.inverse is not None:
+            return cls(agg.combine, agg.identity(), inverse=agg.inverse)
+        if agg.duplicate_sensitive:
+            raise ValueError(f"slickdeque needs an invertible or a selective aggregate (max-like), not {agg.name!r}")
+    return cls(agg.combine, agg.identity())
+
+
+class PointWindows:
+    """The technique for point-event streams (``Engine(..., swag=NAME)``)."""
+
+    name = "swag"
+
+    def __init__(self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1, swag: str = "two-stacks"):
+        if height != 1:
+            raise ValueError("point-event windows have no height")
+        self.slicer = PairsSlicer(spec)
+        self.aggregates = list(aggregates)
+        self.swags = [build_swag(swag, agg) for agg in aggregates]
+        self._slots = [(j, agg.combine) for j, agg in enumerate(self.aggregates)]
+        self._slices: list[list[Any]] = []  # one partial per aggregate per slice
+        self._head = 0  # list index of the oldest live slice
+        self._first = 0  # slice number at list index 0
+        self._next: int | None = None  # next slice number to create
+        self._in_swag = (0, 0)  # slice numbers [lo, hi) held by the SWAGs
+        self._late: dict[int, list] = {}  # slice number -> lifted points that came after it entered the SWAGs
+
+    def add_window(self, start: int, end: int) -> None:
+        first_new = self.slicer.slice_of(start)
+        if self._next is None:
+            self._reset(first_new)
+        while self._next < first_new + self.slicer.per_step:
+            self._slices.append([agg.identity() for agg in self.aggregates])
+            self._next += 1
+
+    def _reset(self, first: int) -> None:
+        self._slices, self._head, self._first, self._next = [], 0, first, first
+        self._in_swag = (first, first)
+
+    def insert(self, start: int, end: int, lifted: Sequence[Any]) -> None:
+        if end != start + 1:
+            raise ValueError(f"point-event windows take point events [c, c + 1), got [{start}, {end})")
+        s = self.slicer.slice_of(start)
+        if s < self._in_swag[1]:  # the slice is already in the SWAGs: keep the point aside
+            self._late.setdefault(s, []).append(lifted)
+            return
+        partials = self._slices[s - self._first]
+        for j, combine in self._slots:
+            partials[j] = combine(partials[j], lifted[j])
+
+    def query(self, start: int, end: int) -> list[Any]:
+        a, b = self.slicer.slice_of(start), self.slicer.slice_of(end - 1)
+        lo, hi = self._in_swag
+        while lo < a and lo < hi:  # evict the slices before the window
+            for swag in self.swags:
+                swag.evict()
+            lo += 1
+        lo = max(lo, a) if lo == hi else lo
+        hi = max(hi, lo)
+        while hi <= b:  # insert the slices up to the window's end (identity where none was created)
+            i = hi - self._first
+            partials = self._slices[i] if 0 <= i < len(self._slices) else None
+            for j, swag in enumerate(self.swags):
+                swag.insert(partials[j] if partials is not None else self.aggregates[j].identity())
+            hi += 1
+        self._in_swag = (lo, hi)
+        result = [swag.query() for swag in self.swags]
+        for s in range(a, b + 1):  # points that came after their slice entered the SWAGs
+            for lifted in self._late.get(s, ()):
+                for j, combine in self._slots:
+                    result[j] = combine(result[j], lifted[j])
+        return result
+
+    def evict(self, before: int) -> None:
+        if self._next is None:
+            return
+        keep_from = self.slicer.slice_of(before)
+        for s in [s for s in self._late if s < keep_from]:
+            del self._late[s]
+        drop_to = keep_from - self._first
+        if drop_to >= len(self._slices):
+            lo, hi = self._in_swag
+            for _ in range(hi - lo):
+                for swag in self.swags:
+                    swag.evict()
+            self._reset(keep_from)
+            return
+        self._head = max(self._head, drop_to)
+        if self._head >= _COMPACT_AT and self._head * 2 >= len(self._slices):
+            del self._slices[: self._head]
+            self._first += self._head
+            self._head = 0
+
+    @property
+    def state_size(self) -> int:
+        return (len(self._slices) - self._head) * len(self.aggregates) + sum(s.len() for s in self.swags)

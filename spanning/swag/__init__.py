@@ -1,0 +1,31 @@
+"""FIFO sliding-window aggregators (SWAGs), one module per algorithm behind ``spanning.swag.protocol``.
+
+``ALGORITHMS`` maps each name to its class, built as ``cls(combine, identity)`` (plus ``inverse=``
+for ``soe`` and SlickDeque's invertible form). Every one is tested against ``recalc`` with the same
+generators (``tests/swag_harness.py``).
+"""
+
+from spanning.swag.daba import DABA
+from spanning.swag.daba_lite import DABALite
+from spanning.swag.pba import PBA
+from spanning.swag.protocol import SWAG, EmptyWindowError
+from spanning.swag.recalc import Recalc
+from spanning.swag.sba import SBA
+from spanning.swag.soe import SOE
+from spanning.swag.two_stacks import TwoStacks
+from spanning.swag.two_stacks_lite import TwoStacksLite
+
+ALGORITHMS: dict[str, type] = {
+    "recalc": Recalc,
+    "soe": SOE,
+    "two-stacks": TwoStacks,
+    "two-stacks-lite": TwoStacksLite,
+    "daba": DABA,
+    "daba-lite": DABALite,
+    "sba": SBA,
+    "pba": PBA,
+}
+
+NEEDS_INVERSE = {"soe"}
+
+__all__ = ["ALGORITHMS", "NEEDS_INVERSE", "SWAG", "EmptyWindowError"]
