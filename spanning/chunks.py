@@ -304,13 +304,16 @@ def _same_key(a: tuple | None, b: tuple) -> bool:
 class SortedEngineStream(SortedStreamAggregator):
     """The same contract as ``SortedStreamAggregator``, through the per-event ``Engine`` of any technique.
 
-    Used for techniques other than se-slicing (whose batch form is vectorised): one Engine for the key
+    Used for techniques other than se-slicing (whose batch form is vectorised) and for point events
+    through a SWAG (``swag=``): one Engine for the key
     in progress, flushed when the next key starts, so memory stays bounded by one key's open windows.
     """
 
-    def __init__(self, *args, technique: str = "se-slicing", height: int = 1, **kwargs) -> None:
+    def __init__(
+        self, *args, technique: str = "se-slicing", height: int = 1, swag: str | None = None, **kwargs
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.technique, self.height = technique, height
+        self.technique, self.height, self.swag = technique, height, swag
         self._engine = None
         self._engine_key: tuple | None = None
         self._named = dict(zip(self.names, self.aggregates, strict=True))
@@ -335,7 +338,7 @@ class SortedEngineStream(SortedStreamAggregator):
                     windows += [(self._engine_key, w) for w in self._engine.flush()]
                     late += [(ev.seq, ev.windows_missed) for ev in self._engine.late]
                 self._engine = Engine(self.spec, self._named, self.technique, self.height,
-                                      None if series is None else series[i])  # fmt: skip
+                                      None if series is None else series[i], swag=self.swag)  # fmt: skip
                 self._engine_key = key
             row = {c: (values[c][i].item() if hasattr(values[c][i], "item") else values[c][i]) if valid[c][i] else None
                    for c in self._columns}  # fmt: skip

@@ -10,6 +10,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from spanning.aggregates import parse_aggregate
 from spanning.jobspec import RunConfig, UsageError, parse_duration
 
 EXAMPLE = """example:
@@ -49,6 +50,12 @@ def _run_parser(sub) -> None:
     p.add_argument("--technique", default="se-slicing", help="se-slicing (default, vectorised) or se-ml-slicing")
     p.add_argument("--height", default="1", help="multi-level height d of se-ml-slicing, or auto (Table 4 cost model)")
     p.add_argument("--point-events", action="store_true", help="each record is a point event at --start")
+    p.add_argument(
+        "--swag",
+        metavar="NAME",
+        help="with --point-events: the FIFO SWAG of the final aggregation "
+        "(recalc, soe, two-stacks, two-stacks-lite, daba, daba-lite, flatfat, flatfit, slickdeque, sba, pba)",
+    )
     p.add_argument("--output", default="spanning-output", help="output folder (default spanning-output)")
     p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format")
     p.add_argument("--engine", default="spark", choices=["spark", "local"], help="spark (default) or local (pandas)")
@@ -97,6 +104,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         technique=args.technique,
         height=_height(args.height),
         point_events=args.point_events,
+        swag=args.swag,
         output=args.output,
         format=args.format,
         engine=args.engine,
@@ -118,6 +126,14 @@ def _run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if cfg.technique not in TECHNIQUES:
         raise UsageError(f"unknown technique {cfg.technique!r}: available are {', '.join(sorted(TECHNIQUES))}")
+    if cfg.swag is not None:
+        from spanning.point_windows import build_swag
+
+        for agg in cfg.aggregates:  # unknown names and unfit aggregates fail here, before any work
+            try:
+                build_swag(cfg.swag, parse_aggregate(agg))
+            except ValueError as err:
+                raise UsageError(str(err)) from err
     if cfg.engine == "local":
         from spanning.local_run import run_local
 

@@ -74,6 +74,7 @@ class RunConfig:
     technique: str = "se-slicing"
     height: int | str = 1  # or "auto"
     point_events: bool = False
+    swag: str | None = None  # with point_events: the FIFO SWAG of the final aggregation
     output: str = "spanning-output"
     format: str = "parquet"
     engine: str = "spark"
@@ -96,6 +97,8 @@ class RunConfig:
             raise UsageError(str(err)) from err
         if not self.inputs:
             raise UsageError("no input given")
+        if self.swag is not None and not self.point_events:
+            raise UsageError("--swag aggregates point events: give --point-events too")
         if self.point_events:
             if self.end or self.duration:
                 raise UsageError("--point-events uses --start only: drop --end/--duration")

@@ -156,7 +156,8 @@ def _run(cfg: RunConfig, output: Path, began: float) -> dict:
     windows = aggregate(
         events, cfg.range, cfg.slide, cfg.ttp, cfg.offset,
         aggregates={**cfg.aggregate_columns, EVENTS_COLUMN: "count"}, key=keys or None,
-        technique=cfg.technique, height=cfg.height, series_start=series,
+        technique=cfg.technique, height=cfg.height, series_start=series, point_events=cfg.point_events,
+        swag=cfg.swag,
     )  # fmt: skip
     late = windows.attrs.pop("late")  # a DataFrame in attrs upsets pandas operations that compare attrs
     if cfg.empty_windows == "skip":

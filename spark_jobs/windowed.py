@@ -53,7 +53,7 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
     spec, names, specs = cfg.spec, list(outputs), list(outputs.values())
     column_order = [f.name for f in schema.fields]
     skip_empty = cfg.empty_windows == "skip"
-    technique, height = cfg.technique, cfg.height
+    technique, height, swag = cfg.technique, cfg.height, cfg.swag
 
     def process(batches):
         import pandas as pd
@@ -64,10 +64,12 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
         _, aggs = build_aggregates(dict(zip(names, specs, strict=True)))
         common = dict(start=START, end=END, seq=SEQ, series_start=SERIES if series_start else None,
                       valid_column=valid_column)  # fmt: skip
-        if technique == "se-slicing":  # its batch form is vectorised
+        if technique == "se-slicing" and swag is None:  # its batch form is vectorised
             stream = SortedStreamAggregator(spec, aggs, names, keys, **common)
         else:
-            stream = SortedEngineStream(spec, aggs, names, keys, technique=technique, height=height, **common)
+            stream = SortedEngineStream(
+                spec, aggs, names, keys, technique=technique, height=height, swag=swag, **common
+            )
 
         def frame(windows, late):
             late = late.rename(columns={"seq": LATE_SEQ, "windows_missed": MISSED})

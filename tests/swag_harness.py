@@ -33,6 +33,7 @@ MONOIDS = {
     "max": (max, float("-inf"), None, st.integers(-50, 50)),
 }
 
+
 # a sequence of operations: ("insert", value) / ("evict",) / ("query",), evictions only when non-empty
 def operations(values: st.SearchStrategy, max_ops: int = 300):
     return st.lists(

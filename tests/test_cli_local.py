@@ -113,3 +113,22 @@ def test_durations_and_usage_errors(tmp_path, capsys):
         assert main(["run", str(path), *BASE, *args]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
+
+
+def test_point_events_through_a_swag(tmp_path, capsys):
+    path = tmp_path / "calls.csv"
+    CALLS.to_csv(path, index=False)
+    args = ["run", str(path), *BASE, "--start", "t0", "--point-events", "--agg", "count", "--agg", "max:bytes"]
+    assert main([*args, "--output", str(tmp_path / "plain")]) == 0
+    assert main([*args, "--swag", "daba-lite", "--output", str(tmp_path / "daba")]) == 0
+    assert pd.read_parquet(tmp_path / "plain" / "windows").equals(pd.read_parquet(tmp_path / "daba" / "windows"))
+    capsys.readouterr()
+    assert main([*args[:-2], "--agg", "sum:bytes", "--swag", "soe", "--output", str(tmp_path / "soe")]) == 2
+    assert "needs invertible aggregates" in capsys.readouterr().err
+    assert (
+        main(
+            ["run", str(path), *BASE, "--start", "t0", "--end", "t1", "--swag", "daba", "--output", str(tmp_path / "x")]
+        )
+        == 2
+    )
+    assert "give --point-events too" in capsys.readouterr().err

@@ -282,3 +282,14 @@ def test_se_ml_slicing_job_with_auto_height_equals_se_slicing(job, sample, tmp_p
     assert_frames_match(read_output(tmp_path / "ml" / "windows"), read_output(output / "windows"), ["cell"])
     late = pd.read_parquet(tmp_path / "ml" / "late")
     assert sorted(late["call_id"]) == sorted(pd.read_parquet(output / "late")["call_id"])
+
+
+def test_point_events_through_a_swag_on_spark(spark, sample, tmp_path):
+    from spark_jobs.run import run_spark
+
+    kwargs = dict(end=None, point_events=True, aggregates=["count", "max:duration"], swag="daba-lite")
+    run_spark(config([sample], tmp_path / "spark", **kwargs))
+    run_local(config([sample], tmp_path / "local", engine="local", **kwargs))
+    assert_frames_match(
+        read_output(tmp_path / "spark" / "windows"), read_output(tmp_path / "local" / "windows"), ["cell"]
+    )

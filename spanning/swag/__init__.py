@@ -7,10 +7,13 @@ generators (``tests/swag_harness.py``).
 
 from spanning.swag.daba import DABA
 from spanning.swag.daba_lite import DABALite
+from spanning.swag.flatfat import FlatFAT
+from spanning.swag.flatfit import FlatFIT
 from spanning.swag.pba import PBA
 from spanning.swag.protocol import SWAG, EmptyWindowError
 from spanning.swag.recalc import Recalc
 from spanning.swag.sba import SBA
+from spanning.swag.slickdeque import SlickDeque
 from spanning.swag.soe import SOE
 from spanning.swag.two_stacks import TwoStacks
 from spanning.swag.two_stacks_lite import TwoStacksLite
@@ -22,6 +25,9 @@ ALGORITHMS: dict[str, type] = {
     "two-stacks-lite": TwoStacksLite,
     "daba": DABA,
     "daba-lite": DABALite,
+    "flatfat": FlatFAT,
+    "flatfit": FlatFIT,
+    "slickdeque": SlickDeque,  # invertible form with inverse=, selective form (max-like) without
     "sba": SBA,
     "pba": PBA,
 }
