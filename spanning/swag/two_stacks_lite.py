@@ -40,9 +40,11 @@ class TwoStacksLite:
         items = self.items
         if not items:
             raise EmptyWindowError
-        if self.front == 0:  # flip: suffix aggregates, right to left, in place
-            for i in range(len(items) - 2, -1, -1):
-                items[i] = self.combine(items[i], items[i + 1])
+        if self.front == 0:  # flip: suffix aggregates, right to left (on a list: deque indexing is not O(1))
+            flipped = list(items)
+            for i in range(len(flipped) - 2, -1, -1):
+                flipped[i] = self.combine(flipped[i], flipped[i + 1])
+            self.items = items = deque(flipped)
             self.front = len(items)
             self.agg_back = self.identity
         items.popleft()

@@ -1,0 +1,88 @@
+"""Throughput and latency of every FIFO SWAG (issue 6's benchmark; seeds 000, 002, 004).
+
+For each algorithm, aggregation (sum, max) and window size n: fill the window with n values, then run
+``--rounds`` slides (evict + insert + query), timing each slide. Reports slides/s and the p50 / p99 /
+max latency of one slide in µs. Recalc is O(n) per query and is skipped above ``--recalc-max``.
+
+    python bench/bench_swag.py                          # n = 2^4, 2^6, ..., 2^16; 20,000 slides each
+    python bench/bench_swag.py --sizes 4 8 12 --rounds 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import operator
+import platform
+import random
+import time
+
+import numpy as np
+
+from spanning.swag import ALGORITHMS, NEEDS_INVERSE
+
+OPS = {"sum": (operator.add, 0, operator.sub), "max": (max, float("-inf"), None)}
+
+
+def build(name: str, op: str):
+    combine, identity, inverse = OPS[op]
+    cls = ALGORITHMS[name]
+    if name in NEEDS_INVERSE or (name == "slickdeque" and inverse is not None):
+        if inverse is None:
+            return None  # soe needs an inverse: no max
+        return cls(combine, identity, inverse=inverse)
+    return cls(combine, identity)
+
+
+def measure(name: str, op: str, n: int, rounds: int, seed: int = 7) -> tuple[float, np.ndarray] | None:
+    swag = build(name, op)
+    if swag is None:
+        return None
+    rng = random.Random(seed)
+    values = [rng.randint(0, 1_000_000) for _ in range(n + rounds)]
+    for v in values[:n]:
+        swag.insert(v)
+    insert, evict, query, clock = swag.insert, swag.evict, swag.query, time.perf_counter_ns
+    latencies = np.empty(rounds, dtype=np.int64)
+    began = time.perf_counter()
+    for i in range(rounds):
+        t = clock()
+        evict()
+        insert(values[n + i])
+        query()
+        latencies[i] = clock() - t
+    elapsed = time.perf_counter() - began
+    getattr(swag, "close", lambda: None)()
+    return rounds / elapsed, latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4, 6, 8, 10, 12, 14, 16], help="log2 of n")
+    parser.add_argument("--rounds", type=int, default=20_000)
+    parser.add_argument("--recalc-max", type=int, default=10, help="largest log2 n for recalc")
+    parser.add_argument("--ops", nargs="+", default=["sum", "max"])
+    args = parser.parse_args()
+    print(f"{args.rounds:,} slides per cell; {platform.machine()}, Python {platform.python_version()}")
+    for op in args.ops:
+        print(f"\n### {op}: slides/s (p50 / p99 / max latency in µs)\n")
+        sizes = [2**k for k in args.sizes]
+        print("| algorithm | " + " | ".join(f"n=2^{k}" for k in args.sizes) + " |")
+        print("|---|" + "---|" * len(sizes))
+        for name in sorted(ALGORITHMS):
+            cells = []
+            for k, n in zip(args.sizes, sizes, strict=True):
+                if name == "recalc" and k > args.recalc_max:
+                    cells.append("skipped (O(n))")
+                    continue
+                result = measure(name, op, n, args.rounds)
+                if result is None:
+                    cells.append("n/a")
+                    continue
+                speed, lat = result
+                p50, p99, worst = (np.percentile(lat, 50) / 1e3, np.percentile(lat, 99) / 1e3, lat.max() / 1e3)
+                cells.append(f"{speed / 1e3:,.0f}k ({p50:.1f} / {p99:.1f} / {worst:,.0f})")
+            print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
