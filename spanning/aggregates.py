@@ -563,8 +563,10 @@ class UserAggregate(Aggregate):
         lower: Callable[[Any], Any] = lambda partial: partial,
         duplicate_sensitive: bool = True,
         columns: tuple[str, ...] = (),
+        inverse: Callable[[Any, Any], Any] | None = None,
     ) -> None:
         self.name = name
+        self.inverse = inverse  # inverse(total, oldest): lets soe / SlickDeque's invertible form take it
         self._identity = identity
         self._lift = lift
         self.combine = combine  # type: ignore[method-assign]

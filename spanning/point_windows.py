@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
-from spanning.windows import PairsSlicer, WindowSpec
+from spanning.windows import PairsSlicer, UnionSlicer, WindowSpec
 
 _COMPACT_AT = 512
 
@@ -49,10 +49,17 @@ class PointWindows:
 
     name = "swag"
 
-    def __init__(self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1, swag: str = "two-stacks"):
+    def __init__(
+        self,
+        spec: WindowSpec,
+        aggregates: Sequence[Aggregate],
+        height: int = 1,
+        swag: str = "two-stacks",
+        slicer: UnionSlicer | None = None,
+    ):
         if height != 1:
             raise ValueError("point-event windows have no height")
-        self.slicer = PairsSlicer(spec)
+        self.slicer = slicer or PairsSlicer(spec)  # a UnionSlicer for a shared plan over several window specs
         self.aggregates = list(aggregates)
         self.swags = [build_swag(swag, agg) for agg in aggregates]
         self._slots = [(j, agg.combine) for j, agg in enumerate(self.aggregates)]
@@ -67,7 +74,10 @@ class PointWindows:
         first_new = self.slicer.slice_of(start)
         if self._next is None:
             self._reset(first_new)
-        while self._next < first_new + self.slicer.per_step:
+        self._ensure(first_new)
+
+    def _ensure(self, upto: int) -> None:
+        while self._next <= upto:
             self._slices.append([agg.identity() for agg in self.aggregates])
             self._next += 1
 
@@ -82,6 +92,8 @@ class PointWindows:
         if s < self._in_swag[1]:  # the slice is already in the SWAGs: keep the point aside
             self._late.setdefault(s, []).append(lifted)
             return
+        if s >= self._next:
+            self._ensure(s)
         partials = self._slices[s - self._first]
         for j, combine in self._slots:
             partials[j] = combine(partials[j], lifted[j])
@@ -89,12 +101,8 @@ class PointWindows:
     def query(self, start: int, end: int) -> list[Any]:
         a, b = self.slicer.slice_of(start), self.slicer.slice_of(end - 1)
         lo, hi = self._in_swag
-        while lo < a and lo < hi:  # evict the slices before the window
-            for swag in self.swags:
-                swag.evict()
-            lo += 1
-        lo = max(lo, a) if lo == hi else lo
-        hi = max(hi, lo)
+        if lo == hi:  # nothing held: start at the window
+            lo = hi = max(lo, a)
         while hi <= b:  # insert the slices up to the window's end (identity where none was created)
             i = hi - self._first
             partials = self._slices[i] if 0 <= i < len(self._slices) else None
@@ -102,7 +110,10 @@ class PointWindows:
                 swag.insert(partials[j] if partials is not None else self.aggregates[j].identity())
             hi += 1
         self._in_swag = (lo, hi)
-        result = [swag.query() for swag in self.swags]
+        if lo < a:  # the SWAGs also hold older slices another window spec still needs: a range query
+            result = [swag.query(range_=b - a + 1) for swag in self.swags]
+        else:
+            result = [swag.query() for swag in self.swags]
         for s in range(a, b + 1):  # points that came after their slice entered the SWAGs
             for lifted in self._late.get(s, ()):
                 for j, combine in self._slots:
@@ -113,14 +124,16 @@ class PointWindows:
         if self._next is None:
             return
         keep_from = self.slicer.slice_of(before)
+        lo, hi = self._in_swag
+        while lo < min(keep_from, hi):  # no open window needs these slices: out of the SWAGs (FIFO)
+            for swag in self.swags:
+                swag.evict()
+            lo += 1
+        self._in_swag = (lo, max(lo, hi))
         for s in [s for s in self._late if s < keep_from]:
             del self._late[s]
         drop_to = keep_from - self._first
         if drop_to >= len(self._slices):
-            lo, hi = self._in_swag
-            for _ in range(hi - lo):
-                for swag in self.swags:
-                    swag.evict()
             self._reset(keep_from)
             return
         self._head = max(self._head, drop_to)

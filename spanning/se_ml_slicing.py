@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
-from spanning.windows import PairsSlicer, WindowSpec
+from spanning.windows import PairsSlicer, UnionSlicer, WindowSpec
 
 _COMPACT_AT = 512
 
@@ -39,8 +39,10 @@ class SEMLSlicing:
 
     name = "se-ml-slicing"
 
-    def __init__(self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1) -> None:
-        self.slicer = PairsSlicer(spec)
+    def __init__(
+        self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1, slicer: UnionSlicer | None = None
+    ) -> None:
+        self.slicer = slicer or PairsSlicer(spec)  # a UnionSlicer when several window specs share the slices
         self.height = height
         self.aggregates = list(aggregates)
         self.cumulative = [i for i, a in enumerate(aggregates) if a.duplicate_sensitive]
@@ -64,8 +66,12 @@ class SEMLSlicing:
         first_new = self.slicer.slice_of(start)
         if self._next is None:
             self._reset(first_new)
+        self._ensure(first_new)
+
+    def _ensure(self, upto: int) -> None:
+        """Create the slices (d levels each) up to slice number ``upto``."""
         d = self.height
-        while self._next < first_new + self.slicer.per_step:
+        while self._next <= upto:
             self._ended.append([[a.identity() for a in self._cum_aggs] for _ in range(d)])
             self._ongoing.append([[a.identity() for a in self._cum_aggs] for _ in range(d)])
             self._selected.append([[a.identity() for a in self._sel_aggs] for _ in range(d)])
@@ -79,6 +85,8 @@ class SEMLSlicing:
     def insert(self, start: int, end: int, lifted: Sequence[Any]) -> None:
         slice_of, first = self.slicer.slice_of, self._first
         i = slice_of(end - 1) - first  # hi: list index of the slice holding the end
+        if i >= len(self._ended):
+            self._ensure(i + first)
         lo = slice_of(start) - first
         if lo < self._head:
             lo = self._head

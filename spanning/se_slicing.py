@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
-from spanning.windows import PairsSlicer, WindowSpec
+from spanning.windows import PairsSlicer, UnionSlicer, WindowSpec
 
 _COMPACT_AT = 512  # drop evicted slices from the lists once this many accumulate
 
@@ -32,10 +32,12 @@ class SESlicing:
 
     name = "se-slicing"
 
-    def __init__(self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1) -> None:
+    def __init__(
+        self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1, slicer: UnionSlicer | None = None
+    ) -> None:
         if height != 1:
             raise ValueError("se-slicing has height 1; use technique 'se-ml-slicing' for height > 1")
-        self.slicer = PairsSlicer(spec)
+        self.slicer = slicer or PairsSlicer(spec)  # a UnionSlicer when several window specs share the slices
         self.aggregates = list(aggregates)
         self.cumulative = [i for i, a in enumerate(aggregates) if a.duplicate_sensitive]
         self.selective = [i for i, a in enumerate(aggregates) if not a.duplicate_sensitive]
@@ -53,13 +55,17 @@ class SESlicing:
         self.updates = 0  # operation counters: slices written at insert, read at release
         self.reads = 0
 
-    # Algorithm 2 (add_slices): the slices of the step that begins with the window.
+    # Algorithm 2 (add_slices): a window begins; its slices are created as time reaches them (_ensure),
+    # which is the same for Pairs slices and for slices shared by several window specs.
     def add_window(self, start: int, end: int) -> None:
         first_new = self.slicer.slice_of(start)
         if self._next is None:
             self._reset(first_new)
-        upto = first_new + self.slicer.per_step
-        while self._next < upto:
+        self._ensure(first_new)
+
+    def _ensure(self, upto: int) -> None:
+        """Create the slices up to slice number ``upto``."""
+        while self._next <= upto:
             self._ended.append([a.identity() for a in self._cum_aggs])
             self._ongoing.append([a.identity() for a in self._cum_aggs])
             self._selected.append([a.identity() for a in self._sel_aggs])
@@ -77,6 +83,8 @@ class SESlicing:
     def insert(self, start: int, end: int, lifted: Sequence[Any]) -> None:
         slice_of, first = self.slicer.slice_of, self._first
         last = slice_of(end - 1) - first  # list index of the slice holding the event's end
+        if last >= len(self._ended):
+            self._ensure(last + first)
         lo = slice_of(start) - first
         if lo < self._head:
             lo = self._head

@@ -12,10 +12,13 @@ aligned to the epoch the way Spark's ``window()`` is.
 
 from __future__ import annotations
 
+import math
 import operator
+from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["WindowSpec", "PairsSlicer", "as_chronon"]
+__all__ = ["WindowSpec", "PairsSlicer", "UnionSlicer", "as_chronon"]
 
 
 def as_chronon(value: object, what: str) -> int:
@@ -119,3 +122,42 @@ class PairsSlicer:
         """First and last slice (inclusive) of window ``k``: n_ω consecutive slices."""
         first = self.per_step * k
         return first, first + self.per_window - 1
+
+
+class UnionSlicer:
+    """Slices shared by several window families: an edge at every window start and end of every spec.
+
+    The edges repeat with the composite slide P = lcm(β_i) (seed 000 §2.3 shared plans); slice numbers
+    run j·m + q for period j and edge q of the m edges in [0, P). With one spec it cuts the Pairs
+    slices. The (φ, ϕ) slice model does not depend on how slices are cut (seed 001 §1), so SE-Slicing,
+    SE-ML-Slicing and the point-event SWAG plans run unchanged on it.
+
+    >>> s = UnionSlicer([WindowSpec(range=15, slide=5), WindowSpec(range=10, slide=10)])
+    >>> s.period, s.edges
+    (10, [0, 5])
+    >>> [s.bounds(i) for i in range(3)], s.slice_of(12)
+    ([(0, 5), (5, 10), (10, 15)], 2)
+    """
+
+    def __init__(self, specs: Sequence[WindowSpec]) -> None:
+        if not specs:
+            raise ValueError("give at least one WindowSpec")
+        self.specs = list(specs)
+        self.period = math.lcm(*(spec.slide for spec in specs))
+        edges = set()
+        for spec in specs:
+            for k in range(self.period // spec.slide):
+                edges.add((k * spec.slide + spec.offset) % self.period)
+                edges.add((k * spec.slide + spec.offset + spec.range) % self.period)
+        self.edges = sorted(edges)
+        self._m = len(self.edges)
+
+    def slice_of(self, t: int) -> int:
+        j, r = divmod(t, self.period)
+        return j * self._m + bisect_right(self.edges, r) - 1
+
+    def bounds(self, i: int) -> tuple[int, int]:
+        j, q = divmod(i, self._m)
+        start = j * self.period + self.edges[q]
+        end = j * self.period + (self.edges[q + 1] if q + 1 < self._m else self.period + self.edges[0])
+        return start, end

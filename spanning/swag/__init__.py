@@ -33,5 +33,6 @@ ALGORITHMS: dict[str, type] = {
 }
 
 NEEDS_INVERSE = {"soe"}
+MULTI_RANGE = {"recalc", "flatfat", "flatfit", "slickdeque"}  # query(range_=r): several windows on one SWAG
 
-__all__ = ["ALGORITHMS", "NEEDS_INVERSE", "SWAG", "EmptyWindowError"]
+__all__ = ["ALGORITHMS", "MULTI_RANGE", "NEEDS_INVERSE", "SWAG", "EmptyWindowError"]

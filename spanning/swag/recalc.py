@@ -31,9 +31,13 @@ class Recalc:
             raise EmptyWindowError
         self.values.popleft()
 
-    def query(self) -> Any:
+    def query(self, range_: int | None = None) -> Any:
+        """The whole window, or with ``range_=r`` its r newest values (the naive multi-range answer)."""
+        values = self.values
+        if range_ is not None and range_ < len(values):
+            values = list(values)[len(values) - range_ :]
         result = self.identity
-        for x in self.values:  # oldest to newest
+        for x in values:  # oldest to newest
             result = self.combine(result, x)
         return result
 
