@@ -24,8 +24,9 @@ from spanning.aggregates import (
     stddev_pop,
     sum_of,
 )
-from spanning.batch import aggregate
+from spanning.batch import aggregate, aggregate_many
 from spanning.engine import Engine, LateEvent, Window
+from spanning.multi_window import MultiEngine
 from spanning.registry import TECHNIQUES
 from spanning.windows import PairsSlicer, WindowSpec
 
@@ -39,6 +40,8 @@ __all__ = [
     "Window",
     "WindowSpec",
     "aggregate",
+    "aggregate_many",
+    "MultiEngine",
     "argmax",
     "argmin",
     "count",

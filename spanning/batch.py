@@ -48,7 +48,7 @@ from spanning.height import resolve_height
 from spanning.registry import make_technique
 from spanning.windows import WindowSpec, as_chronon
 
-__all__ = ["aggregate"]
+__all__ = ["aggregate", "aggregate_many"]
 
 VECTORISED_TECHNIQUE = "se-slicing"
 
@@ -238,3 +238,128 @@ def _group_codes(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.n
     codes = frame.groupby(keys, sort=False, dropna=False).ngroup().to_numpy().astype(np.int64)
     _, first_rows = np.unique(codes, return_index=True)
     return codes, first_rows
+
+
+def window_label(spec: WindowSpec) -> str:
+    """How result rows name their window spec: ``range/slide`` (``+offset`` when not 0)."""
+    return f"{spec.range}/{spec.slide}" + (f"+{spec.offset}" if spec.offset else "")
+
+
+def window_labels(specs: Sequence[WindowSpec]) -> list[str]:
+    """The ``window`` tag of each spec, made unique with ``#index`` where two specs share a label."""
+    labels = [window_label(s) for s in specs]
+    return [lab if labels.count(lab) == 1 else f"{lab}#{i}" for i, lab in enumerate(labels)]
+
+
+def sharing_plan(specs: list[WindowSpec], sharing: str, swag: str | None = None) -> list[list[int]]:
+    """Groups of spec indices that share one slice sequence: "all", "none", or "weaveshare" (seed 003)."""
+    if sharing == "none":
+        return [[i] for i in range(len(specs))]
+    if sharing == "all":
+        return [list(range(len(specs)))]
+    if sharing != "weaveshare":
+        raise ValueError(f"bad sharing {sharing!r}: use all, none or weaveshare")
+    from spanning.sharing.weaveshare import weave_share
+
+    technique = {"recalc": "panes", "flatfat": "flatfat", "flatfit": "flatfit"}.get(swag or "", "slickdeque-inv")
+    queries = [(s.range, s.slide) for s in specs]
+    groups, _ = weave_share(queries, technique)
+    plan, unused = [], list(range(len(specs)))
+    for group in groups:  # map the optimizer's (range, slide) groups back to spec indices
+        members = []
+        for query in group:
+            i = next(i for i in unused if queries[i] == tuple(query))
+            unused.remove(i)
+            members.append(i)
+        plan.append(members)
+    return plan + [[i] for i in unused]
+
+
+def aggregate_many(
+    events: pd.DataFrame | Any,
+    windows: Sequence[WindowSpec],
+    aggregates: Mapping[str, str | Aggregate] | None = None,
+    start: str = "start",
+    end: str = "end",
+    key: str | Sequence[str] | None = None,
+    technique: str = "se-slicing",
+    height: int | str = 1,
+    series_start: int | str | None = None,
+    point_events: bool = False,
+    swag: str | None = None,
+    count_based: bool = False,
+    sharing: str = "all",
+) -> pd.DataFrame:
+    """``aggregate`` for several window specs over the same events, rows tagged in a ``window`` column.
+
+    With the vectorised path (se-slicing, built-in aggregates) each spec runs on its own (a batch has
+    nothing to share). Otherwise the specs run in one pass per ``sharing`` group on a
+    ``spanning.multi_window.MultiEngine`` (one slice sequence, or one SWAG with range queries):
+    ``"all"`` (one group), ``"none"``, or ``"weaveshare"`` (seed 003's optimizer).
+    ``attrs["late"]`` has the late events with their ``window`` and ``windows_missed``.
+    """
+    specs = list(windows)
+    if not specs or not all(isinstance(s, WindowSpec) for s in specs):
+        raise ValueError("windows must be a non-empty list of WindowSpec")
+    labels = window_labels(specs)
+    common = dict(aggregates=aggregates, start=start, end=end, key=key, technique=technique, height=height,
+                  series_start=series_start, point_events=point_events, swag=swag, count_based=count_based)  # fmt: skip
+    names, aggs = build_aggregates(aggregates)
+    keys = [key] if isinstance(key, str) else list(key or [])
+    if len(specs) == 1 or (technique == VECTORISED_TECHNIQUE and swag is None and all(a.vectorised for a in aggs)):
+        parts, late_parts = [], []
+        for spec, label in zip(specs, labels, strict=True):
+            out = aggregate(events, spec.range, spec.slide, spec.ttp, spec.offset, **common)
+            late = out.attrs.pop("late")
+            out.insert(len(keys), "window", label)
+            parts.append(out)
+            late_parts.append(late.assign(window=label))
+        result = pd.concat(parts, ignore_index=True)
+        result.attrs["late"] = pd.concat(late_parts)
+        return result
+    # per-event path: one MultiEngine per key and sharing group, fed the rows in arrival order
+    frame = _as_frame(events)
+    probe = aggregate(frame.iloc[:0], specs[0].range, specs[0].slide, specs[0].ttp, specs[0].offset, **common)
+    frame_rows = frame.to_dict("records")
+    groups, _ = _group_codes(frame, keys)
+    if count_based:
+        times = pd.Series(np.zeros(len(frame), dtype=np.int64)).groupby(groups).cumcount().to_numpy(np.int64)
+    else:
+        times = _times(frame[start], "start")
+    ends = times.copy() if point_events else _times(frame[end], "end")
+    if series_start == "earliest":
+        first = pd.Series(times).groupby(groups).transform("min").to_numpy()
+    from spanning.multi_window import MultiEngine
+
+    plan = sharing_plan(specs, sharing, swag)
+    engines: dict = {}
+    records, late_records = [], []
+    for i in range(len(frame)):
+        g = int(groups[i])
+        for p, members in enumerate(plan):
+            eng = engines.get((g, p))
+            if eng is None:
+                series = int(first[i]) if series_start == "earliest" else series_start
+                eng = engines[(g, p)] = MultiEngine([specs[m] for m in members], aggregates, technique, height,
+                                                    series, swag=swag)  # fmt: skip
+            for j, w in eng.insert(int(times[i]), int(ends[i]), frame_rows[i], seq=i):
+                records.append((g, members[j], w.start, w.end, *w.values.values()))
+    for (g, p), eng in engines.items():
+        members = plan[p]
+        records += [(g, members[j], w.start, w.end, *w.values.values()) for j, w in eng.flush()]
+        late_records += [(ev.seq, labels[members[j]], ev.windows_missed) for j, ev in eng.late]
+    records.sort(key=lambda r: (r[0], r[1], r[2]))
+    group_rows = _group_codes(frame, keys)[1]
+    data = {k: [frame[k].iloc[group_rows[r[0]]] for r in records] for k in keys}
+    data["window"] = [labels[r[1]] for r in records]
+    data["window_start"] = np.array([r[2] for r in records], dtype=np.int64)
+    data["window_end"] = np.array([r[3] for r in records], dtype=np.int64)
+    for n, name in enumerate(names):
+        data[name] = nullable_column(r[4 + n] for r in records)
+    result = pd.DataFrame(data).astype({n: probe[n].dtype for n in names if probe[n].dtype == np.int64})
+    late_records.sort()
+    late = frame.iloc[[r[0] for r in late_records]].copy()
+    late["window"] = [r[1] for r in late_records]
+    late["windows_missed"] = [r[2] for r in late_records]
+    result.attrs["late"] = late
+    return result

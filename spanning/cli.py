@@ -29,8 +29,11 @@ def _run_parser(sub) -> None:
     p.add_argument(
         "inputs", nargs="+", metavar="INPUT", help="files, folders or globs (CSV with header, Parquet, JSON lines)"
     )
-    p.add_argument("--range", required=True, help="window range ω: 900, 90s, 15m, 2h, 1d")
-    p.add_argument("--slide", required=True, help="window slide β")
+    p.add_argument("--range", help="window range ω: 900, 90s, 15m, 2h, 1d")
+    p.add_argument("--slide", help="window slide β")
+    p.add_argument("--window", action="append", default=[], metavar="RANGE/SLIDE",
+                   help="a window spec such as 15m/5m, instead of --range/--slide; repeat it for several "
+                   "(one pass, rows tagged in a 'window' column)")  # fmt: skip
     p.add_argument(
         "--ttp", default="0", help="time-to-postpone δ: release a window this long after its end (default 0)"
     )
@@ -88,12 +91,28 @@ def _height(text: str) -> int | str:
     return height
 
 
+def _windows(args: argparse.Namespace, unit: str) -> list[tuple[int, int]]:
+    if args.window and (args.range or args.slide):
+        raise UsageError("give either --window (repeatable) or --range and --slide")
+    if not args.window and not (args.range and args.slide):
+        raise UsageError("give --range and --slide, or one or more --window RANGE/SLIDE")
+    windows = []
+    for text in args.window:
+        parts = text.split("/")
+        if len(parts) != 2:
+            raise UsageError(f"bad --window {text!r}: write RANGE/SLIDE, e.g. 15m/5m")
+        windows.append((parse_duration(parts[0], unit), parse_duration(parts[1], unit)))
+    return windows
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     unit = args.time_unit
+    windows = _windows(args, unit)
     return RunConfig(
         inputs=args.inputs,
-        range=parse_duration(args.range, unit),
-        slide=parse_duration(args.slide, unit),
+        windows=windows,
+        range=parse_duration(args.range, unit) if args.range else windows[0][0],
+        slide=parse_duration(args.slide, unit) if args.slide else windows[0][1],
         ttp=parse_duration(args.ttp, unit),
         offset=parse_duration(args.offset, unit),
         start=args.start,

@@ -87,9 +87,13 @@ class RunConfig:
     timezone: str = "UTC"
     offset: int = 0
     partitions: int | None = None  # Spark shuffle partitions (default: 2 per core)
+    windows: list[tuple[int, int]] = field(default_factory=list)  # several (range, slide): rows tagged "window"
 
     def __post_init__(self) -> None:
         try:
+            if self.windows:  # several specs: the first also serves where one is needed (height auto)
+                self.range, self.slide = self.windows[0]
+            self.specs = [WindowSpec(r, s, self.ttp, self.offset) for r, s in self.windows]
             self.spec = WindowSpec(self.range, self.slide, self.ttp, self.offset)
             for agg in self.aggregates:
                 parse_aggregate(agg)
@@ -144,4 +148,5 @@ class RunConfig:
         """The parameters as written to summary.json."""
         params = asdict(self)
         params.pop("spec", None)
+        params.pop("specs", None)
         return params

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from spanning.batch import aggregate
+from spanning.batch import aggregate, aggregate_many
 from spanning.jobspec import CHRONON_MS, EVENTS_COLUMN, REASONS, RunConfig, UsageError
 from spanning.outputs import finish_output, output_folder
 
@@ -153,12 +153,13 @@ def _run(cfg: RunConfig, output: Path, began: float) -> dict:
     order = events.sort_values([*keys, "end", "_row"], kind="stable").index  # the batch job's arrival order
     events = events.loc[order].reset_index(drop=True)
     series = {"earliest": "earliest", "first": None}.get(cfg.series_start, cfg.series_start)
-    windows = aggregate(
-        events, cfg.range, cfg.slide, cfg.ttp, cfg.offset,
-        aggregates={**cfg.aggregate_columns, EVENTS_COLUMN: "count"}, key=keys or None,
-        technique=cfg.technique, height=cfg.height, series_start=series, point_events=cfg.point_events,
-        swag=cfg.swag,
-    )  # fmt: skip
+    query = dict(aggregates={**cfg.aggregate_columns, EVENTS_COLUMN: "count"}, key=keys or None,
+                 technique=cfg.technique, height=cfg.height, series_start=series, point_events=cfg.point_events,
+                 swag=cfg.swag)  # fmt: skip
+    if cfg.windows:  # several specs in one pass, rows tagged with their window
+        windows = aggregate_many(events, cfg.specs, **query)
+    else:
+        windows = aggregate(events, cfg.range, cfg.slide, cfg.ttp, cfg.offset, **query)
     late = windows.attrs.pop("late")  # a DataFrame in attrs upsets pandas operations that compare attrs
     if cfg.empty_windows == "skip":
         windows = windows[windows[EVENTS_COLUMN] > 0]
@@ -168,7 +169,8 @@ def _run(cfg: RunConfig, output: Path, began: float) -> dict:
         for col in ("window_start", "window_end"):
             windows[col] = pd.to_datetime(windows[col], unit=unit)
     late_rows = frame.iloc[events["_row"].to_numpy()[late.index.to_numpy()]].assign(
-        windows_missed=late["windows_missed"].to_numpy()
+        **({"window": late["window"].to_numpy()} if "window" in late else {}),
+        windows_missed=late["windows_missed"].to_numpy(),
     )
     rejected_rows = frame[reason != None].assign(reason=reason[reason != None])  # noqa: E711
     for name, part in (("windows", windows), ("rejected", rejected_rows), ("late", late_rows)):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import time
+from dataclasses import replace
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spanning.batch import window_labels
 from spanning.height import resolve_height
 from spanning.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.outputs import finish_output, output_folder
@@ -31,19 +34,32 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
     if cfg.height == "auto":  # Table 4's cost model on the sizes of (a sample of) the events
         sample = events(prepared, "first").select(START, END).limit(HEIGHT_SAMPLE).toPandas()
         cfg.height = resolve_height("auto", cfg.technique, cfg.spec, (sample[START], sample[END]))
-    out = window_job(events(prepared, cfg.series_start), prepared, cfg, series_start=cfg.series_start != "first")
+    rows = events(prepared, cfg.series_start)
+    if cfg.windows:  # several specs: one job each (the vectorised batch path shares nothing), tagged and unioned
+        labels = window_labels(cfg.specs)
+        parts = [
+            window_job(
+                rows, prepared, replace(cfg, windows=[], range=s.range, slide=s.slide), cfg.series_start != "first"
+            ).withColumn("window", F.lit(label))
+            for s, label in zip(cfg.specs, labels, strict=True)
+        ]
+        out = functools.reduce(lambda a, b: a.unionByName(b), parts)
+    else:
+        out = window_job(rows, prepared, cfg, series_start=cfg.series_start != "first")
     out = out.persist(StorageLevel.MEMORY_AND_DISK)
+    tag = [F.col("window")] if cfg.windows else []
     windows = out.where(F.col(LATE_SEQ).isNull())
     if cfg.empty_windows == "skip":
         windows = windows.where(F.col(EVENTS_COLUMN) > 0)
     windows = windows.select(
         *[F.col(f"`{k}`") for k in prepared.keys],
+        *tag,
         to_time(F.col("window_start"), cfg, prepared.time_is_timestamp).alias("window_start"),
         to_time(F.col("window_end"), cfg, prepared.time_is_timestamp).alias("window_end"),
         *[F.col(f"`{name}`") for name in cfg.aggregate_columns],
     )
-    late_ids = out.where(F.col(LATE_SEQ).isNotNull()).select(F.col(LATE_SEQ).alias(SEQ), F.col(MISSED))
-    late = prepared.rows.join(late_ids, SEQ).select(*as_read(prepared), F.col(MISSED).alias("windows_missed"))
+    late_ids = out.where(F.col(LATE_SEQ).isNotNull()).select(F.col(LATE_SEQ).alias(SEQ), *tag, F.col(MISSED))
+    late = prepared.rows.join(late_ids, SEQ).select(*as_read(prepared), *tag, F.col(MISSED).alias("windows_missed"))
     rejected = prepared.rows.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
     return prepared.rows, windows, late, rejected
 

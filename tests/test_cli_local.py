@@ -132,3 +132,17 @@ def test_point_events_through_a_swag(tmp_path, capsys):
         == 2
     )
     assert "give --point-events too" in capsys.readouterr().err
+
+
+def test_window_option_errors(tmp_path, capsys):
+    path = tmp_path / "calls.csv"
+    CALLS.to_csv(path, index=False)
+    base = ["run", str(path), "--start", "t0", "--end", "t1", "--engine", "local"]
+    assert main([*base, "--window", "10m/5m", "--range", "10m", "--output", str(tmp_path / "a")]) == 2
+    assert "either --window" in capsys.readouterr().err
+    assert main([*base, "--window", "10m", "--output", str(tmp_path / "b")]) == 2
+    assert "write RANGE/SLIDE" in capsys.readouterr().err
+    assert main([*base, "--output", str(tmp_path / "c")]) == 2
+    assert "give --range and --slide" in capsys.readouterr().err
+    assert main([*base, "--window", "10m/5m", "--window", "20m/10m", "--output", str(tmp_path / "d")]) == 0
+    assert set(pd.read_parquet(tmp_path / "d" / "windows")["window"]) == {"600/300", "1200/600"}

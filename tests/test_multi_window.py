@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from spanning.multi_window import MultiEngine
 from spanning.swag import MULTI_RANGE
 from spanning.windows import UnionSlicer
 from tests.oracle import oracle
-from tests.streams import ALL_AGGREGATES, assert_same_windows, streams, window_specs
+from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -120,3 +121,36 @@ def test_shared_plan_errors():
         MultiEngine([WindowSpec(10, 5, ttp=1), WindowSpec(20, 5)], {"n": "count"}, swag="flatfit")
     with pytest.raises(ValueError, match="sharing slices needs"):
         MultiEngine(specs, {"n": "count"}, technique="sweeping")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=st.lists(window_specs(), min_size=1, max_size=3, unique=True), events=streams(max_events=30),
+       sharing=st.sampled_from(["all", "none", "weaveshare"]))  # fmt: skip
+def test_aggregate_many_equals_one_aggregate_per_spec(specs, events, sharing):
+    frame = to_frame(events)
+    windows = [WindowSpec(*s) for s in specs]
+    aggregates = {"n": "count", "sum_x": "sum:x", "max_y": "max:y"}
+    batch = spanning.aggregate_many(frame, windows, aggregates, key="key")
+    shared = spanning.aggregate_many(frame, windows, aggregates, key="key", technique="se-ml-slicing", height=2,
+                                     sharing=sharing)  # fmt: skip
+    checked = 0
+    for spec, label in zip(windows, spanning.batch.window_labels(windows), strict=True):
+        alone = spanning.aggregate(frame, spec.range, spec.slide, spec.ttp, spec.offset, aggregates, key="key")
+        for out in (batch, shared):
+            mine = out[out["window"] == label].drop(columns="window").reset_index(drop=True)
+            assert_same_windows(frame_windows(mine, aggregates), frame_windows(alone, aggregates))
+            checked += len(mine)
+    assert checked == 2 * len(batch)  # every row of both results was compared
+    assert list(batch.columns) == ["key", "window", "window_start", "window_end", *aggregates]
+    late = shared.attrs["late"]
+    expected_late = pd.concat(
+        [
+            spanning.aggregate(frame, s.range, s.slide, s.ttp, s.offset, aggregates, key="key")
+            .attrs["late"]
+            .assign(window=spanning.batch.window_label(s))
+            for s in windows
+        ]  # fmt: skip
+    )
+    assert sorted(zip(late.index, late["window"], late["windows_missed"], strict=True)) == sorted(
+        zip(expected_late.index, expected_late["window"], expected_late["windows_missed"], strict=True)
+    )

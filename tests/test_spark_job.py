@@ -293,3 +293,21 @@ def test_point_events_through_a_swag_on_spark(spark, sample, tmp_path):
     assert_frames_match(
         read_output(tmp_path / "spark" / "windows"), read_output(tmp_path / "local" / "windows"), ["cell"]
     )
+
+
+def test_several_windows_in_one_run(spark, sample, tmp_path):
+    from spark_jobs.run import run_spark
+
+    kwargs = dict(windows=[(900, 300), (3600, 900)], aggregates=["count", "sum:bytes"])
+    run_spark(config([sample], tmp_path / "spark", **kwargs))
+    run_local(config([sample], tmp_path / "local", engine="local", **kwargs))
+    spark_windows, local_windows = (
+        read_output(tmp_path / "spark" / "windows"),
+        read_output(tmp_path / "local" / "windows"),
+    )
+    assert set(spark_windows["window"]) == {"900/300", "3600/900"}
+    assert_frames_match(spark_windows, local_windows, ["cell", "window"])
+    late = [pd.read_parquet(tmp_path / d / "late") for d in ("spark", "local")]
+    assert sorted(zip(late[0]["call_id"], late[0]["window"], strict=True)) == sorted(
+        zip(late[1]["call_id"], late[1]["window"], strict=True)
+    )
