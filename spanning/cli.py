@@ -34,6 +34,9 @@ def _run_parser(sub) -> None:
     p.add_argument("--window", action="append", default=[], metavar="RANGE/SLIDE",
                    help="a window spec such as 15m/5m, instead of --range/--slide; repeat it for several "
                    "(one pass, rows tagged in a 'window' column)")  # fmt: skip
+    p.add_argument("--sharing", default="all", choices=["all", "none", "weaveshare"],
+                   help="with several --window on the per-event path: share one slice sequence (all), none, "
+                   "or the groups of seed 003's WeaveShare optimizer")  # fmt: skip
     p.add_argument(
         "--ttp", default="0", help="time-to-postpone δ: release a window this long after its end (default 0)"
     )
@@ -135,6 +138,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         series_start=args.series_start,
         timezone=args.timezone,
         partitions=args.partitions,
+        sharing=args.sharing,
     )
 
 

@@ -88,6 +88,7 @@ class RunConfig:
     offset: int = 0
     partitions: int | None = None  # Spark shuffle partitions (default: 2 per core)
     windows: list[tuple[int, int]] = field(default_factory=list)  # several (range, slide): rows tagged "window"
+    sharing: str = "all"  # how several windows share slices on the per-event path: all, none, weaveshare
 
     def __post_init__(self) -> None:
         try:
@@ -117,6 +118,8 @@ class RunConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise UsageError(f"bad --{name.replace('_', '-')} {getattr(self, name)!r}: use {' or '.join(allowed)}")
+        if self.sharing not in ("all", "none", "weaveshare"):
+            raise UsageError(f"bad --sharing {self.sharing!r}: use all, none or weaveshare")
         if self.input_format not in (None, "csv", "parquet", "json"):
             raise UsageError(f"bad --input-format {self.input_format!r}: use csv, parquet or json")
         if self.series_start not in ("earliest", "first"):

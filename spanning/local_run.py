@@ -157,7 +157,7 @@ def _run(cfg: RunConfig, output: Path, began: float) -> dict:
                  technique=cfg.technique, height=cfg.height, series_start=series, point_events=cfg.point_events,
                  swag=cfg.swag)  # fmt: skip
     if cfg.windows:  # several specs in one pass, rows tagged with their window
-        windows = aggregate_many(events, cfg.specs, **query)
+        windows = aggregate_many(events, cfg.specs, sharing=cfg.sharing, **query)
     else:
         windows = aggregate(events, cfg.range, cfg.slide, cfg.ttp, cfg.offset, **query)
     late = windows.attrs.pop("late")  # a DataFrame in attrs upsets pandas operations that compare attrs

@@ -146,3 +146,6 @@ def test_window_option_errors(tmp_path, capsys):
     assert "give --range and --slide" in capsys.readouterr().err
     assert main([*base, "--window", "10m/5m", "--window", "20m/10m", "--output", str(tmp_path / "d")]) == 0
     assert set(pd.read_parquet(tmp_path / "d" / "windows")["window"]) == {"600/300", "1200/600"}
+    shared = [*base, "--window", "10m/5m", "--window", "20m/10m", "--technique", "se-ml-slicing", "--height", "2"]
+    assert main([*shared, "--sharing", "weaveshare", "--output", str(tmp_path / "e")]) == 0
+    assert pd.read_parquet(tmp_path / "e" / "windows").equals(pd.read_parquet(tmp_path / "d" / "windows"))
