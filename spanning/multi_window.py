@@ -70,10 +70,13 @@ class MultiWindowManager:
         if self.clock is not None and t <= self.clock:
             return []
         self.clock = t
-        for i, spec in enumerate(self.specs):  # Algorithm 1, lines 5-6, per spec
+        begins = []  # Algorithm 1, lines 5-6, for every spec: windows beginning before t
+        for i, spec in enumerate(self.specs):
             while spec.window(self.next_create[i])[0] < t:
-                self.technique.add_window(*spec.window(self.next_create[i]))
+                begins.append(spec.window(self.next_create[i]))
                 self.next_create[i] += 1
+        for bounds in sorted(begins):  # in time order: the shared slices start at the earliest window
+            self.technique.add_window(*bounds)
         due = []
         for i, spec in enumerate(self.specs):  # lines 7-8: τ > u(w) + δ
             k = self.next_release[i]

@@ -68,6 +68,7 @@ class PointWindows:
         self._first = 0  # slice number at list index 0
         self._next: int | None = None  # next slice number to create
         self._in_swag = (0, 0)  # slice numbers [lo, hi) held by the SWAGs
+        self._horizon = 0
         self._late: dict[int, list] = {}  # slice number -> lifted points that came after it entered the SWAGs
 
     def add_window(self, start: int, end: int) -> None:
@@ -84,6 +85,7 @@ class PointWindows:
     def _reset(self, first: int) -> None:
         self._slices, self._head, self._first, self._next = [], 0, first, first
         self._in_swag = (first, first)
+        self._horizon = first  # the oldest slice an open window (of any spec) may still need
 
     def insert(self, start: int, end: int, lifted: Sequence[Any]) -> None:
         if end != start + 1:
@@ -101,8 +103,8 @@ class PointWindows:
     def query(self, start: int, end: int) -> list[Any]:
         a, b = self.slicer.slice_of(start), self.slicer.slice_of(end - 1)
         lo, hi = self._in_swag
-        if lo == hi:  # nothing held: start at the window
-            lo = hi = max(lo, a)
+        if lo == hi:  # nothing held: start at the horizon (for one spec, the window's start)
+            lo = hi = max(lo, self._horizon)
         while hi <= b:  # insert the slices up to the window's end (identity where none was created)
             i = hi - self._first
             partials = self._slices[i] if 0 <= i < len(self._slices) else None
@@ -124,6 +126,7 @@ class PointWindows:
         if self._next is None:
             return
         keep_from = self.slicer.slice_of(before)
+        self._horizon = keep_from
         lo, hi = self._in_swag
         while lo < min(keep_from, hi):  # no open window needs these slices: out of the SWAGs (FIFO)
             for swag in self.swags:

@@ -17,7 +17,7 @@ from spanning.windows import UnionSlicer
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @given(specs=st.lists(window_specs(), min_size=1, max_size=3))
