@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
+from spanning.slice_ring import SliceRing
 from spanning.windows import PairsSlicer, UnionSlicer, WindowSpec
-
-_COMPACT_AT = 512
 
 
 def build_swag(name: str, agg: Aggregate):
@@ -44,7 +43,7 @@ def build_swag(name: str, agg: Aggregate):
     return cls(agg.combine, agg.identity())
 
 
-class PointWindows:
+class PointWindows(SliceRing):
     """The technique for point-event streams (``Engine(..., swag=NAME)``)."""
 
     name = "swag"
@@ -59,33 +58,22 @@ class PointWindows:
     ):
         if height != 1:
             raise ValueError("point-event windows have no height")
-        self.slicer = slicer or PairsSlicer(spec)  # a UnionSlicer for a shared plan over several window specs
         self.aggregates = list(aggregates)
         self.swags = [build_swag(swag, agg) for agg in aggregates]
         self._slots = [(j, agg.combine) for j, agg in enumerate(self.aggregates)]
         self._slices: list[list[Any]] = []  # one partial per aggregate per slice
-        self._head = 0  # list index of the oldest live slice
-        self._first = 0  # slice number at list index 0
-        self._next: int | None = None  # next slice number to create
+        self._init_ring(slicer or PairsSlicer(spec), self._slices)  # a UnionSlicer for a shared plan
         self._in_swag = (0, 0)  # slice numbers [lo, hi) held by the SWAGs
-        self._horizon = 0
+        self._horizon = 0  # the oldest slice an open window (of any spec) may still need
         self._late: dict[int, list] = {}  # slice number -> lifted points that came after it entered the SWAGs
 
-    def add_window(self, start: int, end: int) -> None:
-        first_new = self.slicer.slice_of(start)
-        if self._next is None:
-            self._reset(first_new)
-        self._ensure(first_new)
-
-    def _ensure(self, upto: int) -> None:
-        while self._next <= upto:
-            self._slices.append([agg.identity() for agg in self.aggregates])
-            self._next += 1
+    def _new_slice(self) -> tuple:
+        return ([agg.identity() for agg in self.aggregates],)
 
     def _reset(self, first: int) -> None:
-        self._slices, self._head, self._first, self._next = [], 0, first, first
+        super()._reset(first)
         self._in_swag = (first, first)
-        self._horizon = first  # the oldest slice an open window (of any spec) may still need
+        self._horizon = first
 
     def insert(self, start: int, end: int, lifted: Sequence[Any]) -> None:
         if end != start + 1:
@@ -135,16 +123,8 @@ class PointWindows:
         self._in_swag = (lo, max(lo, hi))
         for s in [s for s in self._late if s < keep_from]:
             del self._late[s]
-        drop_to = keep_from - self._first
-        if drop_to >= len(self._slices):
-            self._reset(keep_from)
-            return
-        self._head = max(self._head, drop_to)
-        if self._head >= _COMPACT_AT and self._head * 2 >= len(self._slices):
-            del self._slices[: self._head]
-            self._first += self._head
-            self._head = 0
+        super().evict(before)
 
     @property
     def state_size(self) -> int:
-        return (len(self._slices) - self._head) * len(self.aggregates) + sum(s.len() for s in self.swags)
+        return self.live_slices * len(self.aggregates) + sum(s.len() for s in self.swags)

@@ -29,12 +29,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
+from spanning.slice_ring import SliceRing
 from spanning.windows import PairsSlicer, UnionSlicer, WindowSpec
 
-_COMPACT_AT = 512
 
-
-class SEMLSlicing:
+class SEMLSlicing(SliceRing):
     """The SE-ML-Slicing technique with height ``d`` (d = 1 is SE-Slicing)."""
 
     name = "se-ml-slicing"
@@ -42,7 +41,6 @@ class SEMLSlicing:
     def __init__(
         self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1, slicer: UnionSlicer | None = None
     ) -> None:
-        self.slicer = slicer or PairsSlicer(spec)  # a UnionSlicer when several window specs share the slices
         self.height = height
         self.aggregates = list(aggregates)
         self.cumulative = [i for i, a in enumerate(aggregates) if a.duplicate_sensitive]
@@ -55,31 +53,19 @@ class SEMLSlicing:
         self._ended: list[list[list[Any]]] = []
         self._ongoing: list[list[list[Any]]] = []
         self._selected: list[list[list[Any]]] = []
-        self._head = 0
-        self._first = 0
-        self._next: int | None = None
+        # a UnionSlicer when several window specs share the slices
+        self._init_ring(slicer or PairsSlicer(spec), self._ended, self._ongoing, self._selected)
         self.updates = 0  # operation counters: slice levels written at insert, read at release
         self.reads = 0
 
-    # Algorithms 5-6 (create_slice, add_slices): the slices of the step, with d levels each.
-    def add_window(self, start: int, end: int) -> None:
-        first_new = self.slicer.slice_of(start)
-        if self._next is None:
-            self._reset(first_new)
-        self._ensure(first_new)
-
-    def _ensure(self, upto: int) -> None:
-        """Create the slices (d levels each) up to slice number ``upto``."""
+    # Algorithms 5-6 (create_slice, add_slices): a slice with d levels, created as time reaches it.
+    def _new_slice(self) -> tuple:
         d = self.height
-        while self._next <= upto:
-            self._ended.append([[a.identity() for a in self._cum_aggs] for _ in range(d)])
-            self._ongoing.append([[a.identity() for a in self._cum_aggs] for _ in range(d)])
-            self._selected.append([[a.identity() for a in self._sel_aggs] for _ in range(d)])
-            self._next += 1
-
-    def _reset(self, first: int) -> None:
-        self._ended, self._ongoing, self._selected = [], [], []
-        self._head, self._first, self._next = 0, first, first
+        return (
+            [[a.identity() for a in self._cum_aggs] for _ in range(d)],
+            [[a.identity() for a in self._cum_aggs] for _ in range(d)],
+            [[a.identity() for a in self._sel_aggs] for _ in range(d)],
+        )
 
     # Algorithm 7 (insert_event), from the slice holding the event's end.
     def insert(self, start: int, end: int, lifted: Sequence[Any]) -> None:
@@ -137,20 +123,3 @@ class SEMLSlicing:
         for j, i in enumerate(self.selective):
             result[i] = sel_result[j]
         return result
-
-    def evict(self, before: int) -> None:
-        if self._next is None:
-            return
-        drop_to = self.slicer.slice_of(before) - self._first
-        if drop_to >= len(self._ended):
-            self._reset(self.slicer.slice_of(before))
-            return
-        self._head = max(self._head, drop_to)
-        if self._head >= _COMPACT_AT and self._head * 2 >= len(self._ended):
-            del self._ended[: self._head], self._ongoing[: self._head], self._selected[: self._head]
-            self._first += self._head
-            self._head = 0
-
-    @property
-    def live_slices(self) -> int:
-        return len(self._ended) - self._head

@@ -12,8 +12,7 @@ Each Pairs slice keeps, per aggregate:
 At release (``combine*``, Table 2) a window is Σ ``ended`` over its slices plus ``ongoing`` of its last
 slice: an event that overlaps the window either ends in one of its slices or goes beyond the last one.
 
-Slices live in parallel Python lists indexed by slice number - ``first``; eviction moves a head index
-and compacts now and then, so append and evict are O(1) amortised (a ring buffer without wrap-around).
+Slices live in parallel Python lists (``spanning.slice_ring``): O(1) amortised append and evict.
 """
 
 from __future__ import annotations
@@ -22,12 +21,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
+from spanning.slice_ring import SliceRing
 from spanning.windows import PairsSlicer, UnionSlicer, WindowSpec
 
-_COMPACT_AT = 512  # drop evicted slices from the lists once this many accumulate
 
-
-class SESlicing:
+class SESlicing(SliceRing):
     """The SE-Slicing technique (height 1)."""
 
     name = "se-slicing"
@@ -37,7 +35,6 @@ class SESlicing:
     ) -> None:
         if height != 1:
             raise ValueError("se-slicing has height 1; use technique 'se-ml-slicing' for height > 1")
-        self.slicer = slicer or PairsSlicer(spec)  # a UnionSlicer when several window specs share the slices
         self.aggregates = list(aggregates)
         self.cumulative = [i for i, a in enumerate(aggregates) if a.duplicate_sensitive]
         self.selective = [i for i, a in enumerate(aggregates) if not a.duplicate_sensitive]
@@ -49,32 +46,17 @@ class SESlicing:
         self._ended: list[list[Any]] = []  # φ per slice
         self._ongoing: list[list[Any]] = []  # ϕ per slice
         self._selected: list[list[Any]] = []  # the single partial of selective aggregates
-        self._head = 0  # list index of the oldest live slice
-        self._first = 0  # slice number stored at list index 0
-        self._next = None  # slice number of the next slice to create
+        # a UnionSlicer when several window specs share the slices
+        self._init_ring(slicer or PairsSlicer(spec), self._ended, self._ongoing, self._selected)
         self.updates = 0  # operation counters: slices written at insert, read at release
         self.reads = 0
 
-    # Algorithm 2 (add_slices): a window begins; its slices are created as time reaches them (_ensure),
-    # which is the same for Pairs slices and for slices shared by several window specs.
-    def add_window(self, start: int, end: int) -> None:
-        first_new = self.slicer.slice_of(start)
-        if self._next is None:
-            self._reset(first_new)
-        self._ensure(first_new)
-
-    def _ensure(self, upto: int) -> None:
-        """Create the slices up to slice number ``upto``."""
-        while self._next <= upto:
-            self._ended.append([a.identity() for a in self._cum_aggs])
-            self._ongoing.append([a.identity() for a in self._cum_aggs])
-            self._selected.append([a.identity() for a in self._sel_aggs])
-            self._next += 1
-
-    def _reset(self, first: int) -> None:
-        """Start an empty slice list at slice ``first`` (used at the start and after a long gap)."""
-        self._ended, self._ongoing, self._selected = [], [], []
-        self._head, self._first, self._next = 0, first, first
+    def _new_slice(self) -> tuple:
+        return (
+            [a.identity() for a in self._cum_aggs],
+            [a.identity() for a in self._cum_aggs],
+            [a.identity() for a in self._sel_aggs],
+        )
 
     # Algorithm 3 (insert_event), started at the slice holding the event's end rather than at the
     # newest slice, so out-of-order events cost the same as in-order ones. The paper's backward scan
@@ -128,25 +110,6 @@ class SESlicing:
                 selected = agg.combine(selected, self._selected[s][j])
             result[self.selective[j]] = selected
         return result
-
-    # Algorithm 4, line 4: delete the slices no open window needs.
-    def evict(self, before: int) -> None:
-        if self._next is None:
-            return
-        drop_to = self.slicer.slice_of(before) - self._first  # list index of the slice holding `before`
-        if drop_to >= len(self._ended):
-            self._reset(self.slicer.slice_of(before))
-            return
-        self._head = max(self._head, drop_to)
-        if self._head >= _COMPACT_AT and self._head * 2 >= len(self._ended):
-            del self._ended[: self._head], self._ongoing[: self._head], self._selected[: self._head]
-            self._first += self._head
-            self._head = 0
-
-    @property
-    def live_slices(self) -> int:
-        """Number of slices held (for memory tests)."""
-        return len(self._ended) - self._head
 
     @property
     def state_size(self) -> int:
