@@ -263,7 +263,7 @@ def sharing_plan(specs: list[WindowSpec], sharing: str, swag: str | None = None)
 
     technique = {"recalc": "panes", "flatfat": "flatfat", "flatfit": "flatfit"}.get(swag or "", "slickdeque-inv")
     queries = [(s.range, s.slide) for s in specs]
-    groups, _ = weave_share(queries, technique)
+    groups, _ = weave_share(queries, technique, deque_length="harmonic")  # measured closer than Σ1/i!
     plan, unused = [], list(range(len(specs)))
     for group in groups:  # map the optimizer's (range, slide) groups back to spec indices
         members = []
