@@ -11,48 +11,21 @@ max latency of one slide in µs. Recalc is O(n) per query and is skipped above `
 from __future__ import annotations
 
 import argparse
-import operator
 import platform
-import random
 import time
 
 import numpy as np
 
-from spanning.swag import ALGORITHMS, NEEDS_INVERSE
-
-OPS = {"sum": (operator.add, 0, operator.sub), "max": (max, float("-inf"), None)}
-
-
-def build(name: str, op: str):
-    combine, identity, inverse = OPS[op]
-    cls = ALGORITHMS[name]
-    if name in NEEDS_INVERSE or (name == "slickdeque" and inverse is not None):
-        if inverse is None:
-            return None  # soe needs an inverse: no max
-        return cls(combine, identity, inverse=inverse)
-    return cls(combine, identity)
+from spanning.bench.presets import swag_slides
+from spanning.swag import ALGORITHMS
 
 
-def measure(name: str, op: str, n: int, rounds: int, seed: int = 7) -> tuple[float, np.ndarray] | None:
-    swag = build(name, op)
-    if swag is None:
-        return None
-    rng = random.Random(seed)
-    values = [rng.randint(0, 1_000_000) for _ in range(n + rounds)]
-    for v in values[:n]:
-        swag.insert(v)
-    insert, evict, query, clock = swag.insert, swag.evict, swag.query, time.perf_counter_ns
-    latencies = np.empty(rounds, dtype=np.int64)
+def measure(name: str, op: str, n: int, rounds: int) -> tuple[float, np.ndarray] | None:
     began = time.perf_counter()
-    for i in range(rounds):
-        t = clock()
-        evict()
-        insert(values[n + i])
-        query()
-        latencies[i] = clock() - t
-    elapsed = time.perf_counter() - began
-    getattr(swag, "close", lambda: None)()
-    return rounds / elapsed, latencies
+    out = swag_slides(name, op, n, rounds)
+    if out is None:
+        return None
+    return rounds / (time.perf_counter() - began), out[0]
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ fi
 stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e ".[test,spark]"
+    .venv/bin/python -m pip install --quiet -e ".[test,spark,bench]"
     rm -f .venv/.installed-*
     touch "$stamp"
 fi

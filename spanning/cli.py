@@ -1,4 +1,4 @@
-"""The ``spanning`` command: ``run`` (the windowed job), ``generate-cdr`` (sample data), ``tune-height``.
+"""The ``spanning`` command: ``run`` (the windowed job), ``generate-cdr``, ``tune-height``, ``bench``.
 
 User mistakes end with one ``error:`` line and exit code 2; ``--verbose`` shows the stack trace.
 """
@@ -289,12 +289,65 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_parser(sub) -> None:
+    from spanning.bench.presets import PRESETS
+
+    p = sub.add_parser("bench", help="measure the techniques side by side (seed 001 §6, SWAGs, DuckDB and Spark SQL)")
+    p.add_argument("presets", nargs="*", metavar="PRESET", help=f"any of {', '.join(PRESETS)} (default: all)")
+    p.add_argument("--quick", action="store_true", help="small runs: all presets in under two minutes")
+    p.add_argument("--repeat", type=int, help="runs per measurement (default 3, 1 with --quick)")
+    p.add_argument("--output", default="bench-results", help="folder for CSV/JSON/Markdown/PNG (default bench-results)")
+    p.add_argument("--verbose", action="store_true")
+    p.set_defaults(handler=_bench)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    import os
+    import platform
+    import time
+
+    from spanning.bench.presets import PRESETS, Setting
+    from spanning.bench.report import write
+
+    names = args.presets or list(PRESETS)
+    unknown = [n for n in names if n not in PRESETS]
+    if unknown:
+        raise UsageError(f"unknown preset {unknown[0]!r}: the presets are {', '.join(PRESETS)}")
+    repeat = args.repeat or (1 if args.quick else 3)
+    if repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    began = time.perf_counter()
+
+    def progress(message: str) -> None:
+        print(f"\r[{time.perf_counter() - began:6.1f}s] {message[:90]:<90}", end="", file=sys.stderr, flush=True)
+
+    setting = Setting(quick=args.quick, repeat=repeat, progress=progress)
+    records, agreement = [], {}
+    for name in names:
+        rec, agreed = PRESETS[name](setting)
+        records += rec
+        agreement[name] = agreed
+    print(file=sys.stderr)
+    meta = {"mode": "quick" if args.quick else "full", "repeat": repeat, "presets": names,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "seconds": round(time.perf_counter() - began, 1)}  # fmt: skip
+    write(records, agreement, Path(args.output), meta)
+    disagreements = [f"{p}: {case}" for p, cases in agreement.items() for case, ok in cases.items() if not ok]
+    print(f"{len(records)} measurements in {meta['seconds']} s; results in {args.output}/summary.md")
+    if disagreements:
+        print("spanning: error: results differ: " + "; ".join(disagreements), file=sys.stderr)
+        return 1
+    print("every compared run gave the same windows")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spanning", description="Sliding-window aggregates over spanning events.")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
     _generate_parser(sub)
     _tune_parser(sub)
+    _bench_parser(sub)
     return parser
 
 
