@@ -3,7 +3,8 @@
 Per event, in slice-level operations:
 
     insert   E[⌈k/d⌉]                                 k = raw slices the event spans (from the data)
-    release  (windows per event) · (d·n_ω + d(d-1)/2) the levels a release reads (§5.3.2)
+    release  (windows per event) · (d·n_ω + d(d-1)/2) the levels a release reads (§5.3.2); windows
+                                                       are counted per key, each key being its own stream
     add      (windows per event) · d·n_β              the levels created per step
 
 Insert falls with d, release and add grow with it; the recommended height minimises the sum.
@@ -22,10 +23,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
+import pandas as pd
 
 from spanning.windows import PairsSlicer, WindowSpec
 
-__all__ = ["predict_costs", "recommend_height", "resolve_height", "spanned_slices", "synthetic_events", "MAX_HEIGHT"]
+__all__ = [
+    "predict_costs",
+    "recommend_height",
+    "resolve_height",
+    "spanned_slices",
+    "synthetic_events",
+    "windows_per_event",
+    "MAX_HEIGHT",
+]
 
 MAX_HEIGHT = 64
 # relative cost of one level operation of each kind: a least-squares fit of bench/bench_heights.py on the
@@ -47,28 +57,49 @@ def spanned_slices(spec: WindowSpec, starts: np.ndarray, ends: np.ndarray) -> np
     return slice_of(ends - 1) - slice_of(starts) + 1
 
 
+def windows_per_event(
+    spec: WindowSpec, starts: np.ndarray, ends: np.ndarray, groups: np.ndarray | None = None
+) -> float:
+    """Windows released per event: each key (``groups``) is its own stream with its own windows."""
+    starts, ends = np.asarray(starts), np.asarray(ends)
+    if groups is None or len(starts) == 0:
+        return max(int(np.max(ends)) - int(np.min(starts)), spec.slide) / spec.slide / max(len(starts), 1)
+    frame = pd.DataFrame({"g": np.asarray(groups), "s": starts, "e": ends}).groupby("g")
+    spans = np.maximum(frame["e"].max().to_numpy() - frame["s"].min().to_numpy(), spec.slide)
+    return float(spans.sum()) / spec.slide / len(starts)
+
+
 def predict_costs(
-    spec: WindowSpec, starts: np.ndarray, ends: np.ndarray, heights: Iterable[int] | None = None
+    spec: WindowSpec,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    heights: Iterable[int] | None = None,
+    groups: np.ndarray | None = None,
 ) -> dict[int, float]:
-    """Predicted cost per event for each height (Table 4 with the measured spans)."""
+    """Predicted cost per event for each height (Table 4 with the measured spans; ``groups``: key per event)."""
     spans = spanned_slices(spec, starts, ends)
     if len(spans) == 0:
         raise ValueError("no events to measure the event sizes from")
     slicer = PairsSlicer(spec)
-    time_span = max(int(np.max(ends)) - int(np.min(starts)), spec.slide)
-    windows_per_event = time_span / spec.slide / len(spans)
+    per_event = windows_per_event(spec, starts, ends, groups)
     costs = {}
     for d in heights or range(1, MAX_HEIGHT + 1):
         insert = float(np.mean(-(-spans // d)))  # E[⌈k/d⌉]
-        release = windows_per_event * (d * slicer.per_window + d * (d - 1) / 2)
-        add = windows_per_event * d * slicer.per_step
+        release = per_event * (d * slicer.per_window + d * (d - 1) / 2)
+        add = per_event * d * slicer.per_step
         costs[d] = WEIGHTS["insert"] * insert + WEIGHTS["release"] * release + WEIGHTS["add"] * add
     return costs
 
 
-def recommend_height(spec: WindowSpec, starts: np.ndarray, ends: np.ndarray, max_height: int = MAX_HEIGHT) -> int:
+def recommend_height(
+    spec: WindowSpec,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    max_height: int = MAX_HEIGHT,
+    groups: np.ndarray | None = None,
+) -> int:
     """The height with the lowest predicted cost (the smallest one among equals)."""
-    costs = predict_costs(spec, starts, ends, range(1, max_height + 1))
+    costs = predict_costs(spec, starts, ends, range(1, max_height + 1), groups)
     best = min(costs.values())
     return min(d for d, c in costs.items() if c <= best * (1 + 1e-9))
 
@@ -82,11 +113,12 @@ def synthetic_events(n: int, mu: float, sigma: float, seed: int = 0) -> tuple[np
 
 
 def resolve_height(height: int | str, technique: str, spec: WindowSpec, sample: tuple | None) -> int:
-    """A height as given, or the recommended one for ``"auto"`` (measured on ``sample = (starts, ends)``)."""
+    """A height as given, or the recommended one for ``"auto"``, measured on ``sample = (starts, ends[, keys])``."""
     if height != "auto":
         return height
     if technique != "se-ml-slicing":
         return 1  # the other techniques have one level
     if sample is None:
         raise ValueError("height='auto' needs events to measure their sizes: pass sample_events=(starts, ends)")
-    return recommend_height(spec, np.asarray(sample[0]), np.asarray(sample[1]))
+    groups = np.asarray(sample[2]) if len(sample) > 2 and sample[2] is not None else None
+    return recommend_height(spec, np.asarray(sample[0]), np.asarray(sample[1]), groups=groups)

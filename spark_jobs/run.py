@@ -32,8 +32,10 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
     prepared = prepare(read_input(spark, cfg.inputs, cfg.input_format), cfg)
     prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
     if cfg.height == "auto":  # Table 4's cost model on the sizes of (a sample of) the events
-        sample = events(prepared, "first").select(START, END).limit(HEIGHT_SAMPLE).toPandas()
-        cfg.height = resolve_height("auto", cfg.technique, cfg.spec, (sample[START], sample[END]))
+        keys = [F.col(f"`{k}`") for k in prepared.keys]
+        sample = events(prepared, "first").select(START, END, *keys).limit(HEIGHT_SAMPLE).toPandas()
+        groups = sample.groupby(prepared.keys, sort=False, dropna=False).ngroup().to_numpy() if keys else None
+        cfg.height = resolve_height("auto", cfg.technique, cfg.spec, (sample[START], sample[END], groups))
     rows = events(prepared, cfg.series_start)
     if cfg.windows:  # several specs: one job each (the vectorised batch path shares nothing), tagged and unioned
         labels = window_labels(cfg.specs)

@@ -128,3 +128,16 @@ def test_tune_height_command(capsys):
     assert "measured events/s" in out and "best measured:" in out
     assert main(["tune-height", "--range", "15m", "--slide", "5m"]) == 2
     assert "give INPUT files" in capsys.readouterr().err
+
+
+def test_height_model_counts_windows_per_key():
+    """Each key is its own stream: many keys release many more windows per event, so the best height drops."""
+    import numpy as np
+
+    from spanning.height import recommend_height, synthetic_events, windows_per_event
+
+    starts, ends = synthetic_events(20_000, mu=900, sigma=10)
+    spec = WindowSpec(range=2000, slide=100)
+    keys = np.arange(len(starts)) % 50  # round-robin over 50 keys: each key spans the whole time
+    assert windows_per_event(spec, starts, ends, keys) > 40 * windows_per_event(spec, starts, ends)
+    assert recommend_height(spec, starts, ends, groups=keys) < recommend_height(spec, starts, ends)

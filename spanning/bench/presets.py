@@ -140,7 +140,8 @@ def cdr_range(calls: pd.DataFrame, spec: spanning.WindowSpec, setting: Setting) 
         for cell, g in calls.groupby("cell", sort=False)
     ]
     records, reference, agreed = [], None, True
-    auto = recommend_height(spec, calls["start"].to_numpy(), calls["end"].to_numpy())
+    keys = pd.factorize(calls["cell"])[0]
+    auto = recommend_height(spec, calls["start"].to_numpy(), calls["end"].to_numpy(), groups=keys)
     for technique, height, variant in [("se-slicing", 1, ""), ("se-ml-slicing", auto, "auto"),
                                        *[(b, 1, "") for b in BASELINES]]:  # fmt: skip
         setting.progress(f"cdr ω={spec.range} {technique} {variant}")
