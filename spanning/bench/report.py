@@ -65,9 +65,13 @@ def plot(preset: str, group: pd.DataFrame, path: Path) -> None:
     if preset in ("event-size", "range", "best-map", "swag", "cdr"):
         x = {"event-size": "mu", "range": "range", "best-map": "mu", "swag": "window", "cdr": "range"}[preset]
         split = {"event-size": "range", "range": "fraction", "best-map": "slide", "swag": "op", "cdr": "rows"}[preset]
+        styles = {part: ("-", "--", ":", "-.")[i % 4] for i, part in enumerate(group[split].unique())}
+        colors = {name: f"C{i % 10}" for i, name in enumerate(group["label"].unique())}
         for (part, name), g in group.groupby([split, "label"], sort=False):
+            style = styles[part]  # one line style per case, one colour per technique
             part = int(part) if isinstance(part, float) and part.is_integer() else part
-            ax.plot(g[x], g["events_per_s"], marker="o", label=f"{name}, {split} {part}")
+            ax.plot(g[x], g["events_per_s"], marker="o", linestyle=style, color=colors[name],
+                    label=f"{name}, {split} {part}")  # fmt: skip
         ax.set_xscale("log")
         ax.set_xlabel(x)
     else:
