@@ -42,13 +42,7 @@ class SEMLSlicing(SliceRing):
         self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1, slicer: UnionSlicer | None = None
     ) -> None:
         self.height = height
-        self.aggregates = list(aggregates)
-        self.cumulative = [i for i, a in enumerate(aggregates) if a.duplicate_sensitive]
-        self.selective = [i for i, a in enumerate(aggregates) if not a.duplicate_sensitive]
-        self._cum_aggs = [aggregates[i] for i in self.cumulative]
-        self._sel_aggs = [aggregates[i] for i in self.selective]
-        self._cum_slots = [(j, i, aggregates[i].combine) for j, i in enumerate(self.cumulative)]
-        self._sel_slots = [(j, i, aggregates[i].combine) for j, i in enumerate(self.selective)]
+        self._split_aggregates(aggregates)
         # per slice, per level (index k - 1): φ, ϕ and the selective partials
         self._ended: list[list[list[Any]]] = []
         self._ongoing: list[list[list[Any]]] = []

@@ -35,14 +35,7 @@ class SESlicing(SliceRing):
     ) -> None:
         if height != 1:
             raise ValueError("se-slicing has height 1; use technique 'se-ml-slicing' for height > 1")
-        self.aggregates = list(aggregates)
-        self.cumulative = [i for i, a in enumerate(aggregates) if a.duplicate_sensitive]
-        self.selective = [i for i, a in enumerate(aggregates) if not a.duplicate_sensitive]
-        self._cum_aggs = [aggregates[i] for i in self.cumulative]
-        self._sel_aggs = [aggregates[i] for i in self.selective]
-        # (slot in the slice, index in the lifted event, combine) for the insert loops
-        self._cum_slots = [(j, i, aggregates[i].combine) for j, i in enumerate(self.cumulative)]
-        self._sel_slots = [(j, i, aggregates[i].combine) for j, i in enumerate(self.selective)]
+        self._split_aggregates(aggregates)
         self._ended: list[list[Any]] = []  # φ per slice
         self._ongoing: list[list[Any]] = []  # ϕ per slice
         self._selected: list[list[Any]] = []  # the single partial of selective aggregates

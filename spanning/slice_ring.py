@@ -24,6 +24,17 @@ class SliceRing:
         self._first = 0  # slice number at list index 0
         self._next: int | None = None  # next slice number to create
 
+    def _split_aggregates(self, aggregates: Any) -> None:
+        """Cumulative aggregates take the (φ, ϕ) pair, selective ones one partial (paper §3.2)."""
+        self.aggregates = list(aggregates)
+        self.cumulative = [i for i, a in enumerate(aggregates) if a.duplicate_sensitive]
+        self.selective = [i for i, a in enumerate(aggregates) if not a.duplicate_sensitive]
+        self._cum_aggs = [aggregates[i] for i in self.cumulative]
+        self._sel_aggs = [aggregates[i] for i in self.selective]
+        # (slot in the slice, index in the lifted event, combine) for the insert loops
+        self._cum_slots = [(j, i, aggregates[i].combine) for j, i in enumerate(self.cumulative)]
+        self._sel_slots = [(j, i, aggregates[i].combine) for j, i in enumerate(self.selective)]
+
     def _new_slice(self) -> tuple:
         """One new (identity) entry per list."""
         raise NotImplementedError
