@@ -36,7 +36,7 @@ The series starts at the first window ending after 16, the first event's start, 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -93,6 +93,45 @@ def aggregate(
     names, aggs = build_aggregates(aggregates)
     if height != "auto":
         make_technique(technique, spec, aggs, height)  # validates name and height early
+    ev = _read_events(events, aggs, start, end, key, series_start, point_events, swag, count_based)
+    frame, keys, groups, group_rows = ev.frame, ev.keys, ev.groups, ev.group_rows
+    lower, upper, start_time = ev.lower, ev.upper, ev.series_from
+    height = resolve_height(height, technique, spec, (lower, upper, groups))  # "auto": measured on these events
+
+    if technique == VECTORISED_TECHNIQUE and swag is None and all(a.vectorised for a in aggs):
+        cols = batch_columns(frame, aggs, np.arange(len(frame), dtype=np.int64))
+        windows, late_rows, missed = _vectorised(spec, aggs, names, lower, upper, groups, group_rows, cols, start_time)
+    else:
+        windows, late_rows, missed = _per_event(
+            spec, aggs, names, technique, height, frame, lower, upper, groups, start_time, swag
+        )
+
+    for name in names:  # object columns (arg-aggregates, per-event results) as nullable dtypes
+        if windows[name].dtype == object:
+            windows[name] = nullable_column(windows[name])
+    key_rows = group_rows[windows.pop("_group").to_numpy(dtype=np.int64)]
+    for i, name in enumerate(keys):  # key columns first, as the first row of each key holds them
+        windows.insert(i, name, frame[name].to_numpy()[key_rows])
+    late = frame.iloc[late_rows].copy()
+    late["windows_missed"] = missed
+    windows.attrs["late"] = late
+    return windows
+
+
+class _Events(NamedTuple):
+    """The input rows as the engines take them."""
+
+    frame: pd.DataFrame
+    keys: list[str]
+    groups: np.ndarray  # key code of each row, in order of first appearance
+    group_rows: np.ndarray  # row where each key first appears
+    lower: np.ndarray  # event starts, chronons
+    upper: np.ndarray  # event ends, point events made [l, l + 1)
+    series_from: np.ndarray | None  # per key: the explicit series start, or None (each key's first row)
+
+
+def _read_events(events, aggs, start, end, key, series_start, point_events, swag, count_based) -> _Events:
+    """Check the columns and the times, and turn the rows into events (with a clear error for bad input)."""
     frame = _as_frame(events)
     keys = [key] if isinstance(key, str) else list(key or [])
     if count_based and not point_events:
@@ -114,33 +153,14 @@ def aggregate(
         i = bad[0]
         raise ValueError(f"row {i}: event end {upper[i]} is before its start {lower[i]} ({len(bad)} such rows)")
     upper = np.where(upper == lower, lower + 1, upper)  # point events [l, l + 1)
-    height = resolve_height(height, technique, spec, (lower, upper, groups))  # "auto": measured on these events
     if series_start == "earliest":  # per key, the earliest start in the data: no window is cut off
-        start_time = np.full(len(group_rows), np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(start_time, groups, lower)
+        series_from = np.full(len(group_rows), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(series_from, groups, lower)
     elif series_start is None:
-        start_time = None
+        series_from = None
     else:
-        start_time = np.full(len(group_rows), as_chronon(series_start, "series start"), dtype=np.int64)
-
-    if technique == VECTORISED_TECHNIQUE and swag is None and all(a.vectorised for a in aggs):
-        cols = batch_columns(frame, aggs, np.arange(len(frame), dtype=np.int64))
-        windows, late_rows, missed = _vectorised(spec, aggs, names, lower, upper, groups, group_rows, cols, start_time)
-    else:
-        windows, late_rows, missed = _per_event(
-            spec, aggs, names, technique, height, frame, lower, upper, groups, start_time, swag
-        )
-
-    for name in names:  # object columns (arg-aggregates, per-event results) as nullable dtypes
-        if windows[name].dtype == object:
-            windows[name] = nullable_column(windows[name])
-    key_rows = group_rows[windows.pop("_group").to_numpy(dtype=np.int64)]
-    for i, name in enumerate(keys):  # key columns first, as the first row of each key holds them
-        windows.insert(i, name, frame[name].to_numpy()[key_rows])
-    late = frame.iloc[late_rows].copy()
-    late["windows_missed"] = missed
-    windows.attrs["late"] = late
-    return windows
+        series_from = np.full(len(group_rows), as_chronon(series_start, "series start"), dtype=np.int64)
+    return _Events(frame, keys, groups, group_rows, lower, upper, series_from)
 
 
 def _vectorised(spec, aggs, names, lower, upper, groups, group_rows, cols, start_time):
@@ -330,17 +350,9 @@ def aggregate_many(
         result.attrs["late"] = pd.concat(late_parts)
         return result
     # per-event path: one MultiEngine per key and sharing group, fed the rows in arrival order
-    frame = _as_frame(events)
-    probe = aggregate(frame.iloc[:0], specs[0].range, specs[0].slide, specs[0].ttp, specs[0].offset, **common)
+    ev = _read_events(events, aggs, start, end, key, series_start, point_events, swag, count_based)
+    frame, groups = ev.frame, ev.groups
     frame_rows = frame.to_dict("records")
-    groups, _ = _group_codes(frame, keys)
-    if count_based:
-        times = pd.Series(np.zeros(len(frame), dtype=np.int64)).groupby(groups).cumcount().to_numpy(np.int64)
-    else:
-        times = _times(frame[start], "start")
-    ends = times.copy() if point_events else _times(frame[end], "end")
-    if series_start == "earliest":
-        first = pd.Series(times).groupby(groups).transform("min").to_numpy()
     from spanning.multi_window import MultiEngine
 
     plan = sharing_plan(specs, sharing, swag)
@@ -351,24 +363,23 @@ def aggregate_many(
         for p, members in enumerate(plan):
             eng = engines.get((g, p))
             if eng is None:
-                series = int(first[i]) if series_start == "earliest" else series_start
+                series = None if ev.series_from is None else int(ev.series_from[g])
                 eng = engines[(g, p)] = MultiEngine([specs[m] for m in members], aggregates, technique, height,
                                                     series, swag=swag)  # fmt: skip
-            for j, w in eng.insert(int(times[i]), int(ends[i]), frame_rows[i], seq=i):
+            for j, w in eng.insert(int(ev.lower[i]), int(ev.upper[i]), frame_rows[i], seq=i):
                 records.append((g, members[j], w.start, w.end, *w.values.values()))
     for (g, p), eng in engines.items():
         members = plan[p]
         records += [(g, members[j], w.start, w.end, *w.values.values()) for j, w in eng.flush()]
         late_records += [(ev.seq, labels[members[j]], ev.windows_missed) for j, ev in eng.late]
     records.sort(key=lambda r: (r[0], r[1], r[2]))
-    group_rows = _group_codes(frame, keys)[1]
-    data = {k: [frame[k].iloc[group_rows[r[0]]] for r in records] for k in keys}
+    data = {k: [frame[k].iloc[ev.group_rows[r[0]]] for r in records] for k in keys}
     data["window"] = [labels[r[1]] for r in records]
     data["window_start"] = np.array([r[2] for r in records], dtype=np.int64)
     data["window_end"] = np.array([r[3] for r in records], dtype=np.int64)
     for n, name in enumerate(names):
         data[name] = nullable_column(r[4 + n] for r in records)
-    result = pd.DataFrame(data).astype({n: probe[n].dtype for n in names if probe[n].dtype == np.int64})
+    result = pd.DataFrame(data).astype({n: np.int64 for n, a in zip(names, aggs, strict=True) if isinstance(a, Count)})
     late_records.sort()
     late = frame.iloc[[r[0] for r in late_records]].copy()
     late["window"] = [r[1] for r in late_records]
