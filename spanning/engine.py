@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from spanning.aggregates import Aggregate, parse_aggregate
@@ -47,6 +47,23 @@ def build_aggregates(aggregates: Mapping[str, str | Aggregate] | None) -> tuple[
         raise ValueError("aggregates must be a non-empty dict like {'n': 'count', 'bytes': 'sum:bytes'}")
     names = [str(name) for name in aggregates]
     return names, [parse_aggregate(spec) for spec in aggregates.values()]
+
+
+def event_bounds(start: Any, end: Any) -> tuple[int, int]:
+    """An event's ``[start, end)`` as int chronons; ``start == end`` is the point ``[start, start + 1)``."""
+    start, end = as_chronon(start, "event start"), as_chronon(end, "event end")
+    if end < start:
+        raise ValueError(f"event end {end} is before its start {start}")
+    return start, max(end, start + 1)
+
+
+def row_error(aggregates: Sequence[Aggregate], row: Any) -> str:
+    """What is wrong with a row the aggregates cannot lift (a user mistake, not a bug)."""
+    needed = sorted({c for agg in aggregates for c in agg.columns})
+    if not isinstance(row, Mapping):
+        return f"row must be a mapping with the columns {needed}, got {row!r}"
+    missing = [c for c in needed if c not in row]
+    return f"row has no column {missing[0]!r}" if missing else f"row values cannot be aggregated: {row!r}"
 
 
 class Engine:
@@ -105,27 +122,16 @@ class Engine:
         return self._insert(start, end, row, seq)
 
     def _insert(self, start: Any, end: Any, row: Any, seq: int) -> list[Window]:
-        if type(start) is not int or type(end) is not int:
-            start, end = as_chronon(start, "event start"), as_chronon(end, "event end")
-        if end <= start:
-            if end < start:
-                raise ValueError(f"event end {end} is before its start {start}")
-            end = start + 1  # a point event is the chronon [start, start + 1)
+        if type(start) is not int or type(end) is not int or end <= start:  # the common case skips the call
+            start, end = event_bounds(start, end)
         try:
             lifted = [lift(row, seq) for lift in self._lifts]
         except (KeyError, TypeError) as err:
-            raise ValueError(self._row_error(row)) from err
+            raise ValueError(row_error(self.aggregates, row)) from err
         released, missed = self._manager.insert(start, end, lifted)
         if missed:
             self.late.append(LateEvent(start, end, row, missed, seq))
         return released
-
-    def _row_error(self, row: Any) -> str:
-        needed = sorted({c for agg in self.aggregates for c in agg.columns})
-        if not isinstance(row, Mapping):
-            return f"row must be a mapping with the columns {needed}, got {row!r}"
-        missing = [c for c in needed if c not in row]
-        return f"row has no column {missing[0]!r}" if missing else f"row values cannot be aggregated: {row!r}"
 
     def advance(self, t: int) -> list[Window]:
         """Move the clock to ``t`` without an event (a watermark)."""

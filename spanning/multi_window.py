@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
-from spanning.engine import LateEvent, build_aggregates
+from spanning.engine import LateEvent, build_aggregates, event_bounds, row_error
 from spanning.manager import Window
 from spanning.point_windows import PointWindows
 from spanning.se_ml_slicing import SEMLSlicing
@@ -152,11 +152,11 @@ class MultiEngine:
     def insert(self, start: int, end: int, row: Mapping[str, Any] | None = None, seq: int | None = None) -> list:
         seq = self._seq if seq is None else seq
         self._seq += 1
-        start, end = as_chronon(start, "event start"), as_chronon(end, "event end")
-        if end < start:
-            raise ValueError(f"event end {end} is before its start {start}")
-        end = max(end, start + 1)
-        lifted = [lift(row, seq) for lift in self._lifts]
+        start, end = event_bounds(start, end)
+        try:
+            lifted = [lift(row, seq) for lift in self._lifts]
+        except (KeyError, TypeError) as err:
+            raise ValueError(row_error(self.aggregates, row)) from err
         released, missed = self._manager.insert(start, end, lifted)
         self.late += [(i, LateEvent(start, end, row, m, seq)) for i, m in enumerate(missed) if m]
         return released

@@ -121,6 +121,11 @@ def test_shared_plan_errors():
         MultiEngine([WindowSpec(10, 5, ttp=1), WindowSpec(20, 5)], {"n": "count"}, swag="flatfit")
     with pytest.raises(ValueError, match="sharing slices needs"):
         MultiEngine(specs, {"n": "count"}, technique="sweeping")
+    eng = MultiEngine(specs, {"s": "sum:bytes"})
+    with pytest.raises(ValueError, match="row has no column 'bytes'"):
+        eng.insert(0, 3, {"volume": 1})
+    with pytest.raises(ValueError, match="event end 3 is before its start 7"):
+        eng.insert(7, 3, {"bytes": 1})
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
