@@ -19,6 +19,7 @@ __all__ = ["RunConfig", "UsageError", "parse_duration", "output_name", "REASONS"
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 CHRONON_MS = {"s": 1000, "ms": 1}
 EVENTS_COLUMN = "__events"  # hidden count used to skip empty windows
+INPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 
 # why an input row could not be used (the `reason` column of rejected/)
 REASONS = {

@@ -15,10 +15,8 @@ import numpy as np
 import pandas as pd
 
 from spanning.batch import aggregate, aggregate_many
-from spanning.jobspec import CHRONON_MS, EVENTS_COLUMN, REASONS, RunConfig, UsageError
+from spanning.jobspec import CHRONON_MS, EVENTS_COLUMN, INPUT_FORMATS, REASONS, RunConfig, UsageError
 from spanning.outputs import finish_output, output_folder
-
-FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 
 
 def _files(paths: list[str]) -> list[str]:
@@ -41,7 +39,7 @@ def read_local(paths: list[str], given_format: str | None) -> pd.DataFrame:
     files = _files(paths)
     frames = []
     for path in files:
-        fmt = given_format or FORMATS.get(os.path.splitext(path)[1].lower())
+        fmt = given_format or INPUT_FORMATS.get(os.path.splitext(path)[1].lower())
         if fmt is None:
             raise UsageError(f"cannot tell the input format of {path!r}: give --input-format csv|parquet|json")
         if fmt == "csv":

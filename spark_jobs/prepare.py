@@ -15,9 +15,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
-from spanning.jobspec import REASONS, RunConfig, UsageError
+from spanning.jobspec import INPUT_FORMATS, REASONS, RunConfig, UsageError
 
-FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
 
 
@@ -40,8 +39,8 @@ def input_format(paths: list[str], given: str | None) -> str:
             candidates = sorted(glob.glob(os.path.join(path, "*")))
         for candidate in candidates:
             ext = os.path.splitext(candidate)[1].lower()
-            if ext in FORMATS:
-                return FORMATS[ext]
+            if ext in INPUT_FORMATS:
+                return INPUT_FORMATS[ext]
     raise UsageError(f"cannot tell the input format of {paths[0]!r}: give --input-format csv|parquet|json")
 
 
