@@ -25,6 +25,11 @@ def run_chunked(frame, spec, aggregates, cuts, series_start=None, fill_nulls=Fal
     if fill_nulls:  # what the Spark job sends: values with nulls filled, plus a validity column
         frame = frame.assign(x__valid=frame["x"].notna(), x=frame["x"].fillna(0).astype(np.int64))
     stream = SortedStreamAggregator(spanning.WindowSpec(*spec), aggs, names, keys=["key"], series_start=series_start)
+    return feed_in_chunks(stream, frame, cuts)
+
+
+def feed_in_chunks(stream, frame, cuts):
+    """Feed ``frame`` to a sorted-stream aggregator in chunks cut at ``cuts``; all windows and late events."""
     windows, late = [], []
     bounds = sorted({0, len(frame), *[c % (len(frame) + 1) for c in cuts]})
     for a, b in zip(bounds, bounds[1:], strict=False):
@@ -32,8 +37,9 @@ def run_chunked(frame, spec, aggregates, cuts, series_start=None, fill_nulls=Fal
         windows.append(w)
         late.append(lt)
     windows.append(stream.finish())
+    nonempty = [w for w in windows if len(w)]
     late = pd.concat(late, ignore_index=True) if late else pd.DataFrame({"seq": [], "windows_missed": []})
-    return pd.concat(windows, ignore_index=True), late
+    return (pd.concat(nonempty, ignore_index=True) if nonempty else windows[0]), late
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -91,16 +97,7 @@ def test_chunked_per_event_engine_equals_aggregate(spec, events, cuts, height):
     stream = SortedEngineStream(
         spanning.WindowSpec(*spec), aggs, names, keys=["key"], technique="se-ml-slicing", height=height
     )
-    windows, late = [], []
-    bounds = sorted({0, len(frame), *[c % (len(frame) + 1) for c in cuts]})
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        w, lt = stream.feed(frame.iloc[a:b])
-        windows.append(w)
-        late.append(lt)
-    windows.append(stream.finish())
-    nonempty = [w for w in windows if len(w)]
-    got = pd.concat(nonempty, ignore_index=True) if nonempty else windows[0]
+    got, late = feed_in_chunks(stream, frame, cuts)
     expected, expected_late = oracle(events, *spec, ALL_AGGREGATES)
     assert_same_windows(frame_windows(got, ALL_AGGREGATES), expected)
-    late = pd.concat(late, ignore_index=True) if late else pd.DataFrame({"seq": [], "windows_missed": []})
     assert dict(zip(late["seq"].tolist(), late["windows_missed"].tolist(), strict=True)) == expected_late
