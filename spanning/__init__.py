@@ -10,6 +10,7 @@ The batch entry point is ``spanning.aggregate``; see its docstring.
 
 from spanning.aggregates import (
     Aggregate,
+    SumOverflowError,
     UserAggregate,
     argmax,
     argmin,
@@ -35,6 +36,7 @@ __all__ = [
     "Engine",
     "LateEvent",
     "PairsSlicer",
+    "SumOverflowError",
     "TECHNIQUES",
     "UserAggregate",
     "Window",

@@ -13,6 +13,9 @@ Each aggregate has two faces that give the same results:
 SQL null semantics: nulls (None, NaN, pandas NA) are ignored; ``count`` counts events, ``count:col``
 non-null values; everything else is null over no values.
 
+Integer sums are exact and never wrap (DESIGN.md): they stay int64, and a window whose exact sum does
+not fit in int64 raises ``SumOverflowError`` on every path (per-event, batch, chunked) alike.
+
 >>> agg = parse_aggregate("max:duration")
 >>> agg.lower(agg.combine(agg.lift({"duration": 18}, 0), agg.lift({"duration": 63}, 1)))
 63
@@ -30,11 +33,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spanning.ranges import explode, range_count, range_max, range_sum_int
+from spanning.ranges import explode, range_count, range_max, range_min, range_sum_int
 
 __all__ = [
     "Aggregate",
     "BatchColumns",
+    "SumOverflowError",
     "UserAggregate",
     "parse_aggregate",
     "BUILTIN_AGGREGATES",
@@ -50,6 +54,27 @@ __all__ = [
     "mincount",
     "maxcount",
 ]
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class SumOverflowError(ValueError):
+    """An integer sum whose exact value does not fit in int64 in some window.
+
+    DESIGN.md: integer sums never wrap. Results stay int64 (what Spark and the nullable pandas column
+    hold), so rather than print a wrapped number the engines stop with this error, naming the column.
+    """
+
+    def __init__(self, column: str) -> None:
+        self.column = column
+        super().__init__(
+            f"integer sum of column {column!r} exceeds the 64-bit range (±{INT64_MAX}) in at least one window:"
+            " spanning never wraps sums; exclude or fix the oversized values, or give the column as floating point"
+        )
+
+    def __reduce__(self):  # picklable across processes (Spark workers) with its column
+        return type(self), (self.column,)
 
 
 class BatchColumns:
@@ -157,11 +182,22 @@ class Aggregate:
         return f"<aggregate {self.name}>"
 
 
+def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The arrays at the rows ``keep`` marks; no copies when it marks all (no nulls, the common case)."""
+    if keep.all():
+        return arrays
+    return tuple(a[keep] for a in arrays)
+
+
 def _value(row: Mapping[str, Any] | None, column: str) -> Any:
     value = row[column] if row is not None else None
     if value is None or type(value) is int:
         return value
-    return None if is_null(value) else value
+    if is_null(value):
+        return None
+    if isinstance(value, np.integer):  # numpy ints wrap on overflow: partials hold exact Python ints
+        return int(value)
+    return value
 
 
 # ------------------------------------------------------------------------------------------------
@@ -192,8 +228,7 @@ class Count(Aggregate):
 
     def window_partials(self, cols, first, last, n):
         if self.column is not None:
-            keep = cols.valid(self.column)
-            first, last = first[keep], last[keep]
+            first, last = _kept(cols.valid(self.column), first, last)
         return (range_count(first, last, n),)
 
     def merge(self, a, b):
@@ -222,7 +257,12 @@ class NullableValue(Aggregate):
 
 
 class Sum(NullableValue):
-    """Sum of a column; exact for integers (Python ints per event, wrapping int64 in batch)."""
+    """Sum of a column; exact for integers, never wrapped (``SumOverflowError`` past int64).
+
+    Per event the partial is a Python int (exact); in batch an int64 array, widened to an object array
+    of Python ints only where a window's sum leaves int64 (``range_sum_int``, ``_add_exact``), so a
+    window whose intermediate sums pass 2^63 but whose final sum fits is still exact.
+    """
 
     def __init__(self, column: str) -> None:
         super().__init__(column, f"sum:{column}")
@@ -234,22 +274,49 @@ class Sum(NullableValue):
             return a
         return a + b
 
+    def lower(self, partial):
+        if type(partial) is int and not INT64_MIN <= partial <= INT64_MAX:
+            raise SumOverflowError(self.column)
+        return partial
+
     def window_partials(self, cols, first, last, n):
-        values, keep = cols.values(self.column), cols.valid(self.column)
-        values, first, last = values[keep], first[keep], last[keep]
+        values, first, last = _kept(cols.valid(self.column), cols.values(self.column), first, last)
         counts = range_count(first, last, n)
         if values.dtype.kind in "iub":
-            return range_sum_int(first, last, n, values.astype(np.int64)), counts
+            return range_sum_int(first, last, n, values.astype(np.int64, copy=False)), counts
         event, window = explode(first, last)
         return np.bincount(window, weights=values[event], minlength=n).astype(np.float64), counts
 
     def merge(self, a, b):
-        with np.errstate(over="ignore"):
-            return a[0] + b[0], a[1] + b[1]
+        return _add_exact(a[0], b[0]), a[1] + b[1]
 
     def lower_partials(self, partials):
         sums, counts = partials
-        return nullable(sums, counts > 0)
+        present = counts > 0
+        if sums.dtype == object:  # widened to Python ints somewhere: back to int64, or the error
+            sums = _exact_to_int64(sums, present, self.column)
+        return nullable(sums, present)
+
+
+def _add_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + b`` of integer sums without wrapping: int64 while it fits, else Python ints (object array)."""
+    if a.dtype.kind == "f" or b.dtype.kind == "f":  # a column read as floats in some chunk
+        return a.astype(np.float64) + b.astype(np.float64)
+    if a.dtype != object and b.dtype != object:
+        total = a + b  # wraps on overflow; two's complement: it did iff the result's sign differs from both
+        if not (((a ^ total) & (b ^ total)) < 0).any():
+            return total
+    return a.astype(object) + b.astype(object)
+
+
+def _exact_to_int64(sums: np.ndarray, present: np.ndarray, column: str) -> np.ndarray:
+    """Exact sums (Python ints) of the present windows as int64; ``SumOverflowError`` if one does not fit."""
+    values = [v if p else 0 for v, p in zip(sums.tolist(), present.tolist(), strict=True)]
+    if any(isinstance(v, float) for v in values):  # joined with a chunk that read the column as floats
+        return np.array(values, dtype=np.float64)
+    if not all(INT64_MIN <= v <= INT64_MAX for v in values):
+        raise SumOverflowError(column)
+    return np.array(values, dtype=np.int64)
 
 
 class Mean(Aggregate):
@@ -287,6 +354,9 @@ class Mean(Aggregate):
 
     def lower_partials(self, partials):
         sums, counts = partials
+        if sums.dtype == object:  # an exact sum past int64: a mean is a float, so divide the exact sum
+            means = np.array([s / int(c) if c else 0.0 for s, c in zip(sums, counts, strict=True)], dtype=np.float64)
+            return nullable(means, counts > 0)
         with np.errstate(invalid="ignore", divide="ignore"):
             means = sums / np.where(counts > 0, counts, 1)
         return nullable(means, counts > 0)
@@ -355,12 +425,29 @@ class StdDev(Aggregate):
 # max-like, selective (duplicate-insensitive)
 
 
-def _numeric_extreme(values: np.ndarray, largest: bool) -> tuple[np.ndarray, object]:
-    """Values turned so that the extreme is a maximum, and the sentinel below every value."""
+def _numbers(values: np.ndarray) -> np.ndarray:
+    """A numeric column as float64 or int64 (the two dtypes the extreme kernels take)."""
+    return values.astype(np.float64 if values.dtype.kind == "f" else np.int64, copy=False)
+
+
+def _sentinel(values: np.ndarray, largest: bool) -> object:
+    """A value no other beats: the start of a window's max (min) before any event."""
     if values.dtype.kind == "f":
-        return (values if largest else -values), -np.inf
-    values = values.astype(np.int64)
-    return (values if largest else -values), np.iinfo(np.int64).min
+        return -np.inf if largest else np.inf
+    return INT64_MIN if largest else INT64_MAX
+
+
+def _ascending(values: np.ndarray, largest: bool) -> np.ndarray:
+    """Values mapped so that the better one is larger: bitwise not ~v = -v - 1 for integers (-v wraps at -2^63)."""
+    if largest:
+        return values
+    return -values if values.dtype.kind == "f" else ~values
+
+
+def _better_present(va: np.ndarray, pa: np.ndarray, vb: np.ndarray, pb: np.ndarray, largest: bool) -> np.ndarray:
+    """Window by window, the better of two extremes, taking only present ones (a sentinel may be a real value)."""
+    best = np.maximum(va, vb) if largest else np.minimum(va, vb)
+    return np.where(pa & pb, best, np.where(pa, va, vb))
 
 
 class Extreme(NullableValue):
@@ -382,18 +469,22 @@ class Extreme(NullableValue):
         return b if b < a else a
 
     def window_partials(self, cols, first, last, n):
-        values, keep = cols.values(self.column), cols.valid(self.column)
-        turned, sentinel = _numeric_extreme(values[keep], self.largest)
-        best = range_max(first[keep], last[keep], n, turned, sentinel)
-        return best, best != sentinel
+        values, first, last = _kept(cols.valid(self.column), cols.values(self.column), first, last)
+        values = _numbers(values)
+        sentinel = _sentinel(values, self.largest)
+        best = (range_max if self.largest else range_min)(first, last, n, values, sentinel)
+        if len(values) and (values.min() if self.largest else values.max()) == sentinel:
+            present = range_count(first, last, n) > 0  # a value equal to the sentinel (e.g. -2^63 for max)
+        else:
+            present = best != sentinel
+        return best, present
 
     def merge(self, a, b):
-        return np.maximum(a[0], b[0]), a[1] | b[1]
+        return _better_present(a[0], a[1], b[0], b[1], self.largest), a[1] | b[1]
 
     def lower_partials(self, partials):
         best, present = partials
-        values = best if self.largest else -best
-        return nullable(np.where(present, values, 0), present)
+        return nullable(np.where(present, best, 0), present)
 
 
 class ArgExtreme(Aggregate):
@@ -441,8 +532,7 @@ class ArgExtreme(Aggregate):
 
     def _rank(self, values: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rank of each event in the order "better result" (the winner ranks highest), and its inverse."""
-        turned, _ = _numeric_extreme(values, self.largest)
-        order = np.lexsort((-seq, turned))  # best value last; among equals, the first arrival last
+        order = np.lexsort((-seq, _ascending(_numbers(values), self.largest)))  # best last; ties: first arrival
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order))
         return rank, order
@@ -454,7 +544,7 @@ class ArgExtreme(Aggregate):
         best = range_max(first[keep], last[keep], n, rank, -1)
         present = best >= 0
         if not len(order):  # no value at all: every window is null
-            order, values, seq = np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.int64)
+            order, values, seq = np.zeros(1, dtype=np.int64), _pad(values), np.zeros(1, dtype=np.int64)
         winner = order[np.where(present, best, 0)]
         if self.result:
             result = _pad(cols.values(self.result)[keep])[winner]
@@ -466,9 +556,8 @@ class ArgExtreme(Aggregate):
     def merge(self, a, b):
         va, sa, ra, oka, pa = a
         vb, sb, rb, okb, pb = b
-        turned_a, _ = _numeric_extreme(va, self.largest)
-        turned_b, _ = _numeric_extreme(vb, self.largest)
-        take_b = pb & (~pa | (turned_b > turned_a) | ((turned_b == turned_a) & (sb < sa)))
+        better = (vb > va) if self.largest else (vb < va)  # the values themselves: nothing to wrap
+        take_b = pb & (~pa | better | ((vb == va) & (sb < sa)))
         return tuple(np.where(take_b, y, x) for x, y in zip(a, b, strict=True))
 
     def lower_partials(self, partials):
@@ -519,14 +608,14 @@ class ExtremeCount(Aggregate):
     def window_partials(self, cols, first, last, n):
         best, present = self._extreme.window_partials(cols, first, last, n)
         keep = cols.valid(self.column)
-        turned, _ = _numeric_extreme(cols.values(self.column)[keep], self.largest)
+        values = _numbers(cols.values(self.column)[keep])
         event, window = explode(first[keep], last[keep])
-        hits = turned[event] == best[window]
+        hits = values[event] == best[window]
         return best, np.bincount(window[hits], minlength=n), present
 
     def merge(self, a, b):
-        best = np.maximum(a[0], b[0])
-        counts = np.where(a[0] == best, a[1], 0) + np.where(b[0] == best, b[1], 0)
+        best = _better_present(a[0], a[2], b[0], b[2], self.largest)
+        counts = np.where(a[2] & (a[0] == best), a[1], 0) + np.where(b[2] & (b[0] == best), b[1], 0)
         return best, counts, a[2] | b[2]
 
     def lower_partials(self, partials):

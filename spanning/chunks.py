@@ -18,10 +18,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from spanning.aggregates import Aggregate, BatchColumns, nullable_column
+from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns, is_null, nullable_column
 from spanning.windows import WindowSpec
 
-__all__ = ["OpenKey", "ChunkResult", "reduce_chunk", "running_max", "batch_columns", "SortedStreamAggregator"]
+__all__ = [
+    "OpenKey",
+    "ChunkResult",
+    "reduce_chunk",
+    "running_max",
+    "batch_columns",
+    "key_values",
+    "SortedStreamAggregator",
+]
 
 
 @dataclass
@@ -76,7 +84,10 @@ def reduce_chunk(
     s, o = spec.slide, spec.offset
     clock = running_max(upper, groups, n_groups)
     final_clock = np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(final_clock, groups, upper)
+    if n_groups == 1 and len(upper):  # one key (no key columns): a max, not a scatter
+        final_clock[0] = upper.max()
+    else:
+        np.maximum.at(final_clock, groups, upper)
     k0 = (series_from - o - spec.range) // s + 1  # first window ending after the series start
     range_from = k0.copy()  # first window each key emits in this chunk
     if carry is not None and n_groups:
@@ -94,12 +105,15 @@ def reduce_chunk(
     overlap_first = (lower - o - spec.range) // s + 1
     open_first = -((o + spec.range + spec.ttp - clock) // s)
     overlap_last = (upper - o - 1) // s
-    first = np.maximum(np.maximum(overlap_first, open_first), k0[groups])
+    first = np.maximum(np.maximum(overlap_first, open_first), _spread(k0, groups))
     missed = np.clip(np.minimum(overlap_last + 1, first) - overlap_first, 0, None)
     active = first <= overlap_last
-    shift = (base - range_from)[groups]
-    run_first, run_last = (first + shift)[active], (overlap_last + shift)[active]
-    active_cols = cols if active.all() else cols.subset(np.flatnonzero(active))
+    shift = _spread(base - range_from, groups)
+    run_first, run_last = first + shift, overlap_last + shift
+    active_cols = cols
+    if not active.all():
+        run_first, run_last = run_first[active], run_last[active]
+        active_cols = cols.subset(np.flatnonzero(active))
     partials = [agg.window_partials(active_cols, run_first, run_last, total) for agg in aggregates]
 
     if carry is not None and n_groups and carry.partials:  # older partials of key 0 go first
@@ -136,6 +150,11 @@ def reduce_chunk(
     return ChunkResult(
         group_of_window, window_start, window_start + spec.range, values, late_rows, missed[late_rows], held
     )
+
+
+def _spread(per_key: np.ndarray, groups: np.ndarray) -> np.ndarray | np.integer:
+    """A per-key array at each event: ``per_key[groups]``, or a scalar for a single key (no 1M-element gather)."""
+    return per_key[0] if len(per_key) == 1 else per_key[groups]
 
 
 def release_open_key(spec: WindowSpec, aggregates: Sequence[Aggregate], key: OpenKey) -> tuple:
@@ -186,11 +205,12 @@ class SortedStreamAggregator:
             return self._windows([], [], []), self._late(chunk, np.zeros(0, np.int64), [])
         chunk = chunk.reset_index(drop=True)
         if self.keys:
-            groups = chunk.groupby(self.keys, sort=False, dropna=False).ngroup().to_numpy().astype(np.int64)
+            grouped = chunk.groupby(self.keys, sort=False, dropna=False, observed=True)  # nulls: one key
+            groups = grouped.ngroup().to_numpy().astype(np.int64)
             group_rows = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
             if len(group_rows) != groups.max() + 1:
                 raise ValueError("chunks must be sorted by key: a key appears in two runs of one chunk")
-            key_columns = [chunk[k].to_numpy()[group_rows] for k in self.keys]  # one entry per key run
+            key_columns = [key_values(chunk[k])[group_rows] for k in self.keys]  # one entry per key run
         else:
             groups = np.zeros(len(chunk), dtype=np.int64)
             group_rows = np.zeros(1, dtype=np.int64)
@@ -265,26 +285,36 @@ def batch_columns(
 
     ``valid_columns`` maps a column to a boolean column of the frame that says which values are
     present (the Spark job sends nulls that way, values filled with 0, to keep integer dtypes).
+    NaN is null (DESIGN.md) even where such a column says present (Spark's NaN is not null).
     """
     columns = {}
     numeric = {c for a in aggs for c in a.numeric_columns}
     for name in dict.fromkeys(c for a in aggs for c in a.columns):
         series = frame[name]
-        if valid_columns and name in valid_columns:
+        flagged = bool(valid_columns) and name in valid_columns
+        if flagged:
             valid = frame[valid_columns[name]].to_numpy(dtype=bool)
         else:
             valid = ~series.isna().to_numpy()
         values = _numeric(series, valid) if name in numeric else series.to_numpy()
+        if flagged and values.dtype.kind == "f":
+            valid = valid & ~np.isnan(values)
         columns[name] = (values, valid)
     return BatchColumns(columns, seq)
 
 
 def _numeric(series: pd.Series, valid: np.ndarray) -> np.ndarray:
     dtype = series.dtype
-    if dtype.kind in "iub":
-        if pd.api.types.is_extension_array_dtype(dtype):
+    extension = pd.api.types.is_extension_array_dtype(dtype)
+    if dtype.kind == "u":  # unsigned values past 2^63 - 1 have no int64 form: refuse rather than wrap
+        values = series.to_numpy(dtype=np.uint64, na_value=0) if extension else series.to_numpy()
+        if len(values) and int(np.where(valid, values, 0).max()) > INT64_MAX:
+            raise _out_of_range(series, int(values[valid].max()))
+        return values.astype(np.int64)
+    if dtype.kind in "ib":
+        if extension:
             return series.to_numpy(dtype=np.int64, na_value=0)
-        return series.to_numpy().astype(np.int64)
+        return series.to_numpy().astype(np.int64, copy=False)
     if dtype.kind == "f":
         return series.to_numpy(dtype=np.float64, na_value=np.nan)
     converted = pd.to_numeric(series, errors="coerce")
@@ -292,13 +322,37 @@ def _numeric(series: pd.Series, valid: np.ndarray) -> np.ndarray:
     if bad.any():
         i = int(np.argmax(bad))
         raise ValueError(f"column {series.name!r} must be numeric: row {i} holds {series.iloc[i]!r}")
+    if converted.dtype.kind in "fu":  # Python ints past int64 would become floats (inexact) or wrap
+        huge = [v for v in series[valid] if type(v) is int and not INT64_MIN <= v <= INT64_MAX]
+        if huge:
+            raise _out_of_range(series, huge[0])
     return _numeric(converted, valid)
 
 
+def _out_of_range(series: pd.Series, value: int) -> ValueError:
+    return ValueError(
+        f"column {series.name!r} holds the integer {value}, outside the 64-bit range (±{INT64_MAX}):"
+        " spanning never wraps integers; exclude or fix the value, or give the column as floating point"
+    )
+
+
+def key_values(series: pd.Series) -> np.ndarray | pd.api.extensions.ExtensionArray:
+    """A key column's values, exact: nullable (extension) columns keep their dtype (Int64 would become float)."""
+    return series.array if pd.api.types.is_extension_array_dtype(series.dtype) else series.to_numpy()
+
+
 def _same_key(a: tuple | None, b: tuple) -> bool:
+    """Same key tuple; null keys (None, NaN, pd.NA) are one key, "" is not null."""
     if a is None or len(a) != len(b):
         return False
-    return all(x == y or (pd.isna(x) and pd.isna(y)) for x, y in zip(a, b, strict=True))
+    for x, y in zip(a, b, strict=True):
+        x_null, y_null = is_null(x), is_null(y)
+        if x_null or y_null:
+            if not (x_null and y_null):
+                return False
+        elif not bool(x == y):
+            return False
+    return True
 
 
 class SortedEngineStream(SortedStreamAggregator):

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["range_count", "range_sum_int", "explode", "range_max"]
+__all__ = ["range_count", "range_sum_int", "explode", "range_max", "range_min"]
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_SPLIT_BLOCK = 1 << 30  # values per split pass: Σ lo < 2^30 * 2^32 and Σ |hi| <= 2^30 * 2^31 stay in int64
 
 
 def range_count(first: np.ndarray, last: np.ndarray, n_windows: int) -> np.ndarray:
@@ -27,12 +30,51 @@ def range_count(first: np.ndarray, last: np.ndarray, n_windows: int) -> np.ndarr
 
 
 def range_sum_int(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
-    """Exact integer sum per window (int64 arithmetic wraps, so intermediate overflow cancels out)."""
+    """Exact integer sum per window: int64 when every window's sum fits, else Python ints (object array).
+
+    DESIGN.md: integer sums never wrap. int64 difference arrays wrap, but every step is an addition, so a
+    result is exact modulo 2^64 and therefore exact whenever the true sum fits in int64. When
+    max|v| * len(values) < 2^63 every window sum fits and the plain path runs (the common case, one
+    bound check). Otherwise each value is split as v = hi * 2^32 + lo (hi = v >> 32 signed, lo = the
+    low 32 bits, unsigned): the sums of hi and of lo cannot wrap (at most 2^30 values per pass),
+    and hi * 2^32 + lo gives the exact sum, widened to Python ints only if some window needs it.
+
+    >>> import numpy as np
+    >>> top = 2**63 - 1
+    >>> range_sum_int(np.array([0, 0, 1]), np.array([1, 0, 1]), 2, np.array([top, 1, -1])).tolist()
+    [9223372036854775808, 9223372036854775806]
+    """
+    values = values.astype(np.int64, copy=False)
+    if not len(values) or max(int(values.max()), -int(values.min())) * len(values) <= _INT64_MAX:
+        return _difference_sum(first, last, n_windows, values)
+    exact = None
+    for i in range(0, len(values), _SPLIT_BLOCK):  # one block unless there are 2^30 values or more
+        block = slice(i, i + _SPLIT_BLOCK)
+        part = _split_sum(first[block], last[block], n_windows, values[block])
+        exact = part if exact is None else exact.astype(object) + part.astype(object)
+    if exact.dtype == object and all(_INT64_MIN <= v <= _INT64_MAX for v in exact):
+        return exact.astype(np.int64)
+    return exact
+
+
+def _difference_sum(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
+    """Σ values over the runs covering each window, in int64 (wraps, i.e. exact modulo 2^64)."""
     diff = np.zeros(n_windows + 1, dtype=np.int64)
     with np.errstate(over="ignore"):
         np.add.at(diff, first, values)
         np.subtract.at(diff, last + 1, values)
         return np.cumsum(diff[:n_windows])
+
+
+def _split_sum(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
+    """Exact window sums of at most 2^30 int64 values: int64 if all fit, else an object array."""
+    high = _difference_sum(first, last, n_windows, values >> 32)  # |Σ hi| < 2^61: no wrap
+    low = _difference_sum(first, last, n_windows, values & 0xFFFFFFFF)  # 0 <= Σ lo < 2^62: no wrap
+    high += low >> 32  # carry: the sum is high * 2^32 + (low & 0xFFFFFFFF)
+    low &= 0xFFFFFFFF
+    if high.min(initial=0) >= -(2**31) and high.max(initial=0) < 2**31:  # high * 2^32 + low fits
+        return (high << 32) + low
+    return high.astype(object) * (1 << 32) + low.astype(object)
 
 
 def explode(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,23 +97,35 @@ def range_max(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.nd
     each block is scattered once with ``maximum.at``, then every level pushes down into the two halves
     below it. O(n + W log W), independent of how long the events are.
     """
+    return _range_extreme(first, last, n_windows, values, sentinel, np.maximum)
+
+
+def range_min(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray, sentinel: object) -> np.ndarray:
+    """Minimum per window, as ``range_max`` (no negation: -(-2^63) would wrap in int64).
+
+    >>> import numpy as np
+    >>> range_min(np.array([0, 1]), np.array([1, 2]), 3, np.array([-2**63, 7]), 2**63 - 1).tolist()
+    [-9223372036854775808, -9223372036854775808, 7]
+    """
+    return _range_extreme(first, last, n_windows, values, sentinel, np.minimum)
+
+
+def _range_extreme(first, last, n_windows, values, sentinel, pick) -> np.ndarray:
     if n_windows == 0:
         return np.empty(0, dtype=values.dtype)
     lengths = last - first + 1
     levels = int(lengths.max()).bit_length() if len(lengths) else 1
     table = np.full((levels, n_windows), sentinel, dtype=values.dtype)
     level = np.zeros(len(lengths), dtype=np.int64)
-    if levels > 1:
-        level = np.floor(np.log2(lengths)).astype(np.int64)
-        # guard the float log against rounding at exact powers of two
-        level -= (np.left_shift(1, level) > lengths).astype(np.int64)
-        level += (np.left_shift(1, level + 1) <= lengths).astype(np.int64)
+    if levels > 1:  # ⌊log2 L⌋: frexp's exponent is exact for integers below 2^53 (and 6x faster than log2)
+        level = np.frexp(lengths)[1].astype(np.int64) - 1
     flat = table.reshape(-1)
-    np.maximum.at(flat, level * n_windows + first, values)
-    np.maximum.at(flat, level * n_windows + last - np.left_shift(1, level) + 1, values)
+    row = level * n_windows  # where each run's level starts in the flattened table
+    pick.at(flat, row + first, values)
+    pick.at(flat, row + (last + 1 - np.left_shift(1, level)), values)
     for j in range(levels - 1, 0, -1):
         half = 1 << (j - 1)
         below, above = table[j - 1], table[j]
-        np.maximum(below, above, out=below)
-        np.maximum(below[half:], above[: n_windows - half], out=below[half:])
+        pick(below, above, out=below)
+        pick(below[half:], above[: n_windows - half], out=below[half:])
     return table[0]
