@@ -29,7 +29,11 @@ REASONS = {
     "fraction": "time is not a whole number of chronons",
     "order": "end is before start",
     "value": "non-numeric value in column {column}",
+    "range": "integer out of the 64-bit range in column {column}",
+    "infinite": "infinite value in column {column}",
+    "json": "not a JSON object (malformed line)",
 }
+CORRUPT_RECORD = "_corrupt_record"  # where a JSON reader keeps a line it could not parse
 
 
 class UsageError(ValueError):
@@ -52,6 +56,25 @@ def parse_duration(text: str | int, time_unit: str = "s") -> int:
     if millis % CHRONON_MS[time_unit]:
         raise UsageError(f"duration {text!r} is not a whole number of {time_unit}")
     return millis // CHRONON_MS[time_unit]
+
+
+def with_columns(spec: str, names: dict[str, str]) -> str:
+    """An aggregate spec with its columns renamed: ``with_columns("argmax:a:b", {"a": "x", "b": "y"})``.
+
+    >>> with_columns("argmax:duration:cell", {"duration": "__v0", "cell": "__v1"})
+    'argmax:__v0:__v1'
+    """
+    kind, *columns = spec.strip().split(":")
+    return ":".join([kind, *(names.get(c, c) for c in columns)])
+
+
+def user_errors(error: Exception, columns: dict[str, str]) -> Exception:
+    """An engine error about an internal column name, told with the user's column (``columns``: internal -> input)."""
+    from spanning.aggregates import SumOverflowError
+
+    if isinstance(error, SumOverflowError) and error.column in columns:
+        return SumOverflowError(columns[error.column])
+    return error
 
 
 def output_name(spec: str) -> str:
@@ -90,6 +113,7 @@ class RunConfig:
     partitions: int | None = None  # Spark shuffle partitions (default: 2 per core)
     windows: list[tuple[int, int]] = field(default_factory=list)  # several (range, slide): rows tagged "window"
     sharing: str = "all"  # how several windows share slices on the per-event path: all, none, weaveshare
+    delimiter: str = ","  # CSV field separator
 
     def __post_init__(self) -> None:
         try:
@@ -130,6 +154,9 @@ class RunConfig:
                 raise UsageError(
                     f"bad --series-start {self.series_start!r}: use earliest, first or a time in chronons"
                 ) from None
+        from spanning.reader import check_timezone
+
+        check_timezone(self.timezone)
         names = [output_name(a) for a in self.aggregates]
         if len(set(names)) != len(names):
             raise UsageError("an aggregate is given twice")

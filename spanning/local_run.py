@@ -1,57 +1,71 @@
 """``spanning run --engine local``: the same query through ``spanning.aggregate``, without a JVM.
 
 For files that fit in memory. ``--start``/``--end``/``--duration``/``--key`` must be column names
-here (Spark SQL expressions need ``--engine spark``); validation and outputs match the Spark engine.
+here (Spark SQL expressions need ``--engine spark``). Files are read and typed by the reader contract
+of ``spanning.reader``, which the Spark engine follows too, so both give the same outputs.
 """
 
 from __future__ import annotations
 
-import glob
-import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv
+import pyarrow.parquet
 
+from spanning.aggregates import SumOverflowError
 from spanning.batch import aggregate, aggregate_many
-from spanning.jobspec import CHRONON_MS, EVENTS_COLUMN, INPUT_FORMATS, REASONS, RunConfig, UsageError
+from spanning.jobspec import (
+    CHRONON_MS,
+    CORRUPT_RECORD,
+    EVENTS_COLUMN,
+    REASONS,
+    RunConfig,
+    UsageError,
+    user_errors,
+    with_columns,
+)
 from spanning.outputs import finish_output, output_folder
+from spanning.reader import (
+    column_kind,
+    input_files,
+    is_text,
+    number_values,
+    plain_values,
+    read_local,
+    text_stats,
+    time_chronons,
+    time_kind_of,
+    time_kinds,
+    tzinfo,
+)
+
+# internal column names of the events handed to the engine (no clash with any input column)
+START, END, ROW = "__start", "__end", "__row"
 
 
-def _files(paths: list[str]) -> list[str]:
-    files = []
-    for path in paths:
-        matches = sorted(glob.glob(path))
-        if not matches:
-            raise UsageError(f"input not found: {path}")
-        for match in matches:
-            if os.path.isdir(match):
-                files += sorted(
-                    f for f in glob.glob(os.path.join(match, "*")) if not os.path.basename(f).startswith(("_", "."))
-                )
-            else:
-                files.append(match)
-    return files
+def key_name(i: int) -> str:
+    return f"__key{i}"
 
 
-def read_local(paths: list[str], given_format: str | None) -> pd.DataFrame:
-    files = _files(paths)
-    frames = []
-    for path in files:
-        fmt = given_format or INPUT_FORMATS.get(os.path.splitext(path)[1].lower())
-        if fmt is None:
-            raise UsageError(f"cannot tell the input format of {path!r}: give --input-format csv|parquet|json")
-        if fmt == "csv":
-            # like Spark's CSV reader: only empty fields are null ("n/a" is text), integers stay integers
-            frame = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype_backend="numpy_nullable")
-            frame.columns = [c.strip() for c in frame.columns]
-        elif fmt == "parquet":
-            frame = pd.read_parquet(path)
-        else:
-            frame = pd.read_json(path, lines=True)
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+def value_name(i: int) -> str:
+    return f"__v{i}"
+
+
+@dataclass
+class Prepared:
+    """The rows as read, why each cannot be used (None: usable), and the usable rows as engine events."""
+
+    frame: pd.DataFrame  # every input row, as read
+    reason: np.ndarray  # object: None or the reason text
+    events: pd.DataFrame  # usable rows, internal names, in the batch job's arrival order (key, end, row)
+    keys: list[str]  # output names of the keys
+    values: dict[str, str]  # input column -> internal name
+    is_timestamp: bool
 
 
 def _column(frame: pd.DataFrame, text: str, what: str) -> pd.Series:
@@ -63,124 +77,161 @@ def _column(frame: pd.DataFrame, text: str, what: str) -> pd.Series:
     return frame[text]
 
 
-def chronons(series: pd.Series, unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-    """(values, present, fractional, was-a-timestamp) of a time column: timestamps, date-time text or numbers."""
-    stamps = None
-    if pd.api.types.is_datetime64_any_dtype(series):
-        stamps = series
-    elif pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series):
-        parsed = pd.to_datetime(series, errors="coerce", format="mixed")
-        if parsed.notna().any():  # date-time text; otherwise numbers written as text
-            stamps = parsed
-    if stamps is not None:
-        present = stamps.notna().to_numpy()
-        nanos = stamps.to_numpy(dtype="datetime64[ns]").astype(np.int64)
-        values = np.where(present, nanos // (1_000_000 * CHRONON_MS[unit]), 0)
-        return values, present, np.zeros(len(series), dtype=bool), True
-    numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
-    present = ~np.isnan(numbers)
-    safe = np.where(present, numbers, 0)
-    return np.floor(safe).astype(np.int64), present, present & (safe != np.floor(safe)), False
+def prepare_local(cfg: RunConfig) -> Prepared:
+    """Read the inputs and turn every row into an event or a reason (the reader contract)."""
+    inputs = input_files(cfg.inputs, cfg.input_format, cfg.delimiter)
+    frame = read_local(inputs)
+    n = len(frame)
+    start_col = _column(frame, cfg.start, "start")
+    end_col = None if cfg.point_events or cfg.duration is not None else _column(frame, cfg.end, "end")
+    keys = [_column(frame, k, "key") for k in cfg.keys]
+    for name in cfg.value_columns:
+        if name not in frame.columns:
+            raise UsageError(f"unknown column {name!r} in --agg: the columns are {', '.join(map(str, frame.columns))}")
+    kind = time_kinds(time_kind_of(start_col), None if end_col is None else time_kind_of(end_col))
 
-
-def run_local(cfg: RunConfig, verbose: bool = False) -> dict:
-    began = time.perf_counter()
-    with output_folder(cfg) as output:
-        return _run(cfg, output, began)
-
-
-def _event_bounds(frame: pd.DataFrame, cfg: RunConfig) -> tuple:
-    """(start, start present, end, end present, fractional, start was a timestamp) of every row."""
-    start, start_ok, start_frac, is_ts = chronons(_column(frame, cfg.start, "start"), cfg.time_unit)
+    start = time_chronons(start_col, kind, cfg.time_unit, cfg.timezone)
     if cfg.point_events:
-        end, end_ok, end_frac = start, start_ok, np.zeros(len(frame), dtype=bool)
+        end_value, end_present, end_fraction = start.values, start.present, np.zeros(n, dtype=bool)
     elif cfg.duration is not None:
-        length = pd.to_numeric(_column(frame, cfg.duration, "duration"), errors="coerce").to_numpy(dtype=np.float64)
-        end_ok = ~np.isnan(length)
-        length = np.where(end_ok, length, 0)
-        end, end_frac = start + np.floor(length).astype(np.int64), length != np.floor(length)
+        column = _column(frame, cfg.duration, "duration")
+        length = number_values(column, "float" if is_text(column) else None)
+        end_present = length.present & (np.abs(length.values) < 2.0**62)
+        whole = np.floor(np.where(end_present, length.values, 0)).astype(np.int64)
+        end_value, end_fraction = start.values + whole, end_present & (whole != length.values)
     else:
-        end, end_ok, end_frac, end_ts = chronons(_column(frame, cfg.end, "end"), cfg.time_unit)
-        if end_ts != is_ts:
-            raise UsageError("--start and --end must both be timestamps or both be numbers")
-    return start, start_ok, end, end_ok, start_frac | end_frac, is_ts
+        end = time_chronons(end_col, kind, cfg.time_unit, cfg.timezone)
+        end_value, end_present, end_fraction = end.values, end.present, end.fractional
+
+    checks = []
+    if CORRUPT_RECORD in frame.columns:
+        checks.append((frame[CORRUPT_RECORD].notna().to_numpy(), REASONS["json"]))
+    checks += [
+        (~start.present, REASONS["start"]),
+        (~end_present, REASONS["duration"] if cfg.duration is not None else REASONS["end"]),
+        (start.fractional | end_fraction, REASONS["fraction"]),
+        (end_value < start.values, REASONS["order"]),
+    ]
+    internal = {name: value_name(i) for i, name in enumerate(cfg.value_columns)}
+    columns = {}
+    for name in cfg.value_columns:
+        column = frame[name]
+        if name in cfg.numeric_columns:
+            numbers = number_values(column, column_kind("value", text_stats(column)) if is_text(column) else None)
+            checks += [
+                (numbers.garbage, REASONS["value"].format(column=name)),
+                (numbers.out_of_range, REASONS["range"].format(column=name)),
+                (numbers.infinite, REASONS["infinite"].format(column=name)),
+            ]
+            nullable = pd.arrays.IntegerArray if numbers.values.dtype.kind == "i" else pd.arrays.FloatingArray
+            columns[internal[name]] = nullable(numbers.values, ~numbers.present)
+        else:
+            columns[internal[name]] = plain_values(column, "text").array
+    reason = np.full(n, None, dtype=object)
+    for failed, text in checks:
+        reason[(reason == None) & failed] = text  # noqa: E711 - elementwise
+    accepted = np.flatnonzero(reason == None)  # noqa: E711
+
+    events = pd.DataFrame({key_name(i): plain_values(k, "text").array[accepted] for i, k in enumerate(keys)})
+    events[START], events[END] = start.values[accepted], end_value[accepted]
+    for name, column in columns.items():
+        events[name] = column[accepted]
+    events[ROW] = accepted
+    order = [*(key_name(i) for i in range(len(keys))), END, ROW]
+    events = events.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
+    return Prepared(frame, reason, events, list(cfg.keys), internal, kind == "date_time")
 
 
 def event_times(cfg: RunConfig) -> tuple[np.ndarray, np.ndarray]:
     """Starts and ends of the usable events of the inputs (for tune-height)."""
-    start, start_ok, end, end_ok, fractional, _ = _event_bounds(read_local(cfg.inputs, cfg.input_format), cfg)
-    usable = start_ok & end_ok & ~fractional & (end >= start)
-    return start[usable], end[usable]
+    prepared = prepare_local(cfg)
+    return prepared.events[START].to_numpy(np.int64), prepared.events[END].to_numpy(np.int64)
 
 
-def _run(cfg: RunConfig, output: Path, began: float) -> dict:
-    frame = read_local(cfg.inputs, cfg.input_format)
-    n = len(frame)
-    start, start_ok, end, end_ok, fractional, is_ts = _event_bounds(frame, cfg)
-    keys = [_column(frame, k, "key").name for k in cfg.keys]
+def run_local(cfg: RunConfig, verbose: bool = False) -> dict:
+    began = time.perf_counter()
+    prepared = prepare_local(cfg)  # every user mistake shows here, before the output folder is touched
+    with output_folder(cfg) as output:
+        return _run(cfg, prepared, output, began)
 
-    reason = np.full(n, None, dtype=object)
-    checks = [
-        (~start_ok, REASONS["start"]),
-        (~end_ok, REASONS["duration"] if cfg.duration is not None else REASONS["end"]),
-        (fractional, REASONS["fraction"]),
-        (end < start, REASONS["order"]),
-    ]
-    values = {}
-    for name in cfg.value_columns:
-        column = _column(frame, name, "agg")
-        if name in cfg.numeric_columns:
-            converted = pd.to_numeric(column, errors="coerce")
-            if not pd.api.types.is_integer_dtype(column):  # text columns are read as doubles, as in Spark
-                converted = converted.astype("Float64")
-            checks.append(
-                (column.notna().to_numpy() & converted.isna().to_numpy(), REASONS["value"].format(column=name))
-            )
-            values[name] = converted
-        else:
-            values[name] = column
-    for failed, text in checks:
-        reason = np.where((reason == None) & failed, text, reason)  # noqa: E711 - elementwise
-    accepted = np.flatnonzero(reason == None)  # noqa: E711
 
-    events = pd.DataFrame({k: frame[k].to_numpy()[accepted] for k in keys})
-    events["start"], events["end"] = start[accepted], end[accepted]
-    for name, column in values.items():
-        events[name] = column.to_numpy()[accepted]
-    events["_row"] = accepted
-    order = events.sort_values([*keys, "end", "_row"], kind="stable").index  # the batch job's arrival order
-    events = events.loc[order].reset_index(drop=True)
+def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict:
+    events, frame = prepared.events, prepared.frame
+    keys = [key_name(i) for i in range(len(prepared.keys))]
     series = {"earliest": "earliest", "first": None}.get(cfg.series_start, cfg.series_start)
-    query = dict(aggregates={**cfg.aggregate_columns, EVENTS_COLUMN: "count"}, key=keys or None,
+    specs = {name: with_columns(spec, prepared.values) for name, spec in cfg.aggregate_columns.items()}
+    query = dict(aggregates={**specs, EVENTS_COLUMN: "count"}, start=START, end=END, key=keys or None,
                  technique=cfg.technique, height=cfg.height, series_start=series, point_events=cfg.point_events,
                  swag=cfg.swag)  # fmt: skip
-    if cfg.windows:  # several specs in one pass, rows tagged with their window
-        windows = aggregate_many(events, cfg.specs, sharing=cfg.sharing, **query)
-    else:
-        windows = aggregate(events, cfg.range, cfg.slide, cfg.ttp, cfg.offset, **query)
+    try:
+        if cfg.windows:  # several specs in one pass, rows tagged with their window
+            windows = aggregate_many(events, cfg.specs, sharing=cfg.sharing, **query)
+        else:
+            windows = aggregate(events, cfg.range, cfg.slide, cfg.ttp, cfg.offset, **query)
+    except SumOverflowError as err:
+        raise user_errors(err, {v: c for c, v in prepared.values.items()}) from None
     late = windows.attrs.pop("late")  # a DataFrame in attrs upsets pandas operations that compare attrs
     if cfg.empty_windows == "skip":
         windows = windows[windows[EVENTS_COLUMN] > 0]
     windows = windows.drop(columns=[EVENTS_COLUMN]).reset_index(drop=True)
-    if is_ts:
-        unit = "ms" if cfg.time_unit == "ms" else "s"
+    windows = windows.rename(columns=dict(zip(keys, prepared.keys, strict=True)))
+    if prepared.is_timestamp:
+        per_chronon = 1000 * CHRONON_MS[cfg.time_unit]  # microseconds
         for col in ("window_start", "window_end"):
-            windows[col] = pd.to_datetime(windows[col], unit=unit)
-    late_rows = frame.iloc[events["_row"].to_numpy()[late.index.to_numpy()]].assign(
+            micros = windows[col].to_numpy(np.int64) * per_chronon
+            windows[col] = pd.to_datetime(micros, unit="us", utc=True).astype("datetime64[us, UTC]")
+    late_rows = frame.iloc[events[ROW].to_numpy()[late.index.to_numpy()]].assign(
         **({"window": late["window"].to_numpy()} if "window" in late else {}),
         windows_missed=late["windows_missed"].to_numpy(),
     )
-    rejected_rows = frame[reason != None].assign(reason=reason[reason != None])  # noqa: E711
+    rejected = prepared.reason != None  # noqa: E711
+    rejected_rows = frame[rejected].assign(reason=prepared.reason[rejected])
     for name, part in (("windows", windows), ("rejected", rejected_rows), ("late", late_rows)):
         folder = Path(output, name)
         folder.mkdir()
-        if cfg.format == "csv":
-            part.to_csv(folder / "part-00000.csv", index=False)
-        else:
-            part.astype({c: str for c in part.columns if part[c].dtype == object}).to_parquet(
-                folder / "part-00000.parquet", index=False
-            )
+        write_part(part.reset_index(drop=True), folder, cfg)
     return finish_output(
-        cfg, output, rows_read=n, rejected=n - len(accepted), late=len(late_rows), windows=len(windows),
+        cfg, output, rows_read=len(frame), rejected=int(rejected.sum()), late=len(late_rows), windows=len(windows),
         seconds=time.perf_counter() - began,
     )  # fmt: skip
+
+
+def write_part(part: pd.DataFrame, folder: Path, cfg: RunConfig) -> None:
+    """One output part, as the Spark engine writes it: Parquet, or RFC 4180 CSV with ISO timestamps."""
+    table = _arrow(part)
+    if cfg.format == "parquet":
+        pyarrow.parquet.write_table(table, folder / "part-00000.parquet")
+        return
+    columns = {}
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_timestamp(field.type):
+            column = pa.array(_iso_times(column.to_pandas(), cfg.timezone), type=pa.string())
+        columns[field.name] = column
+    options = pyarrow.csv.WriteOptions(include_header=True, quoting_style="needed")
+    pyarrow.csv.write_csv(pa.table(columns), folder / "part-00000.csv", options)
+
+
+def _arrow(part: pd.DataFrame) -> pa.Table:
+    columns = {}
+    for name in part.columns:
+        series = part[name]
+        text = series.dtype == object and all(isinstance(v, str) for v in series if v is not None)
+        try:  # text columns stay strings even when empty or all null, as Spark types them
+            columns[str(name)] = pa.array(series, type=pa.string() if text else None, from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed objects: their text, nulls kept
+            columns[str(name)] = pa.array([None if v is None else str(v) for v in series], type=pa.string())
+    return pa.table(columns)
+
+
+def _iso_times(stamps: pd.Series, zone: str) -> list[str | None]:
+    """``2024-03-04T10:00:00Z`` / ``…+01:00``: the instant in ``zone``, as Spark's CSV writer is told to write."""
+    local = stamps.dt.tz_convert(tzinfo(zone))
+    out = []
+    for stamp in local:
+        if stamp is pd.NaT or stamp is None:
+            out.append(None)
+            continue
+        text = stamp.strftime("%Y-%m-%dT%H:%M:%S")
+        offset = stamp.strftime("%z")
+        out.append(text + ("Z" if offset in ("+0000", "") else f"{offset[:3]}:{offset[3:]}"))
+    return out

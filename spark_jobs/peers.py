@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from spanning.bench.measure import repeated
 from spanning.cdr import generate_cdr
 from spanning.jobspec import RunConfig
-from spark_jobs.prepare import END, START, events, prepare, read_input
+from spark_jobs.prepare import END, START, events, load
 from spark_jobs.session import get_session
 from spark_jobs.windowed import LATE_SEQ, window_job
 
@@ -58,18 +58,16 @@ def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print
     spark = get_session(master)
     path = str(cdr_file(rows))
     probe = RunConfig(inputs=[path], range=900, slide=60, start="start", end="end", keys=["cell"], ttp=0)
-    longest = events(prepare(read_input(spark, probe.inputs, None), probe), "first").agg(
-        F.max(F.col(END) - F.col(START))
-    )
+    longest = events(load(spark, probe), "first").agg(F.max(F.col(END) - F.col(START)))
     ttp = int(longest.first()[0]) + 1
     records, agreement = [], {}
     for slide in (60, 300):
         cfg = RunConfig(inputs=[path], range=900, slide=slide, ttp=ttp, start="start", end="end", keys=["cell"],
                         aggregates=AGGS)  # fmt: skip
-        prepared = prepare(read_input(spark, cfg.inputs, None), cfg)
+        prepared = load(spark, cfg)
         cached = events(prepared, "earliest").persist(StorageLevel.MEMORY_ONLY)
         cached.count()
-        cached.createOrReplaceTempView("calls")
+        cached.withColumnsRenamed({v: c for c, v in prepared.values.items()}).createOrReplaceTempView("calls")
         job = window_job(cached, prepared, cfg, series_start=True).where(F.col(LATE_SEQ).isNull())
         job = job.where(F.col("__events") > 0).select(*COLUMNS)
         sql = spark.sql(sql_query("calls", cfg))

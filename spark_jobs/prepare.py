@@ -1,13 +1,14 @@
 """Reading CDR files and turning rows into events: times as chronons, values as numbers, or a reason.
 
-Every input row comes out of ``prepare`` once, either with ``_reason`` null (an event) or with the
-reason it cannot be used (DESIGN.md: nothing is dropped silently).
+Every input row comes out of ``prepare`` once, either with ``reason`` null (an event) or with the
+reason it cannot be used (nothing is dropped silently). The rules are the reader contract of
+``spanning.reader``, which the local engine follows too: here they are Spark SQL expressions over the
+same patterns, and the column kinds come from the same counts (one aggregation over the text columns
+the query uses).
 """
 
 from __future__ import annotations
 
-import glob
-import os
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -15,9 +16,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
-from spanning.jobspec import INPUT_FORMATS, REASONS, RunConfig, UsageError
+from spanning.jobspec import CORRUPT_RECORD, REASONS, RunConfig, UsageError, with_columns
+from spanning.reader import TIME_LIMIT, ColumnStats, Inputs, column_kind, input_files, java_pattern, time_kinds
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
+INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
 def key_column(i: int) -> str:
@@ -25,75 +28,55 @@ def key_column(i: int) -> str:
     return f"__key_{i}"
 
 
+def value_column(i: int) -> str:
+    """Internal name of the i-th aggregated column (input names may hold dots, spaces or a key's name)."""
+    return f"__v_{i}"
+
+
 def valid_column(column: str) -> str:
     """Name of the boolean column that says whether ``column`` holds a value."""
     return f"{column}__valid"
 
 
-def input_format(paths: list[str], given: str | None) -> str:
-    if given:
-        return given
-    for path in paths:
-        candidates = [path]
-        if os.path.isdir(path):
-            candidates = sorted(glob.glob(os.path.join(path, "*")))
-        for candidate in candidates:
-            ext = os.path.splitext(candidate)[1].lower()
-            if ext in INPUT_FORMATS:
-                return INPUT_FORMATS[ext]
-    raise UsageError(f"cannot tell the input format of {paths[0]!r}: give --input-format csv|parquet|json")
+def quoted(name: str) -> Column:
+    """A column by its exact name, whatever characters it holds."""
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
-def check_inputs(paths: list[str]) -> None:
-    for path in paths:
-        if "://" in path:  # hdfs://, s3a://: Spark checks
-            continue
-        if not glob.glob(path):
-            raise UsageError(f"input not found: {path}")
-
-
-def read_input(spark: SparkSession, paths: list[str], given_format: str | None) -> DataFrame:
-    """Files, folders or globs of CSV (with header), Parquet or JSON lines."""
-    check_inputs(paths)
-    fmt = input_format(paths, given_format)
+def read_input(spark: SparkSession, inputs: Inputs) -> DataFrame:
+    """The files of ``inputs`` (checked by ``spanning.reader.input_files``): CSV as text, Parquet, JSON lines."""
     reader = spark.read
-    if fmt == "csv":
-        # infer numbers (integers stay exact), but keep time-looking text as text: inference would turn
-        # "11:00:00" into today's date at 11:00, and rejected/ must show rows as read
-        inferred = reader.options(header=True, inferSchema=True).csv(paths).schema
-        schema = T.StructType(
-            [
-                T.StructField(f.name, T.StringType(), True)
-                if isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType, T.DateType))
-                else f
-                for f in inferred.fields
-            ]
-        )
-        frame = reader.options(header=True, mode="PERMISSIVE").schema(schema).csv(paths)
-        renames = {c: c.strip() for c in frame.columns if c != c.strip()}  # " startDate" -> "startDate"
-        if renames and len(set(frame.columns) - set(renames) | set(renames.values())) == len(frame.columns):
-            frame = frame.withColumnsRenamed(renames)
-        return frame
-    if fmt == "parquet":
-        return reader.parquet(*paths)
-    return reader.json(paths)
+    if inputs.format == "csv":  # RFC 4180: quoted fields may hold line breaks and doubled quotes
+        reader = reader.options(header=True, multiLine=True, escape='"', sep=inputs.delimiter, mode="PERMISSIVE",
+                                encoding="UTF-8")  # fmt: skip
+        columns = inputs.columns or [c.strip() for c in reader.csv(inputs.files).columns]
+        schema = T.StructType([T.StructField(name, T.StringType(), True) for name in columns])
+        return reader.schema(schema).csv(inputs.files)
+    if inputs.format == "parquet":
+        return reader.parquet(*inputs.files)
+    return reader.json(inputs.files)
 
 
 @dataclass
 class Prepared:
     """Rows with their reason, plus what the window job needs to know about the columns."""
 
-    rows: DataFrame  # original columns + _seq + _start + _end + keys + values + _reason
+    rows: DataFrame  # original columns + _seq + _start + _end + keys + values + reason
     keys: list[str]  # output names of the key columns
     time_is_timestamp: bool
-    value_types: dict[str, T.DataType]  # numeric value columns as sent to the engine
-    result_types: dict[str, T.DataType]  # non-numeric columns read by arg-aggregates
+    value_types: dict[str, T.DataType]  # internal numeric value columns as sent to the engine
+    result_types: dict[str, T.DataType]  # internal non-numeric columns read by arg-aggregates
     original_columns: list[str]
+    values: dict[str, str]  # input column -> internal name
+
+    def aggregates(self, cfg: RunConfig) -> dict[str, str]:
+        """Output name -> aggregate spec over the internal column names."""
+        return {name: with_columns(spec, self.values) for name, spec in cfg.aggregate_columns.items()}
 
 
 def _expression(frame: DataFrame, text: str, what: str) -> tuple[Column, T.DataType, str]:
     """A column name or Spark SQL expression, resolved against the input, with its type and name."""
-    column = F.col(f"`{text}`") if text in frame.columns else F.expr(text)
+    column = quoted(text) if text in frame.columns else F.expr(text)
     try:
         field = frame.select(column).schema.fields[0]
     except AnalysisException as err:
@@ -105,91 +88,189 @@ def _expression(frame: DataFrame, text: str, what: str) -> tuple[Column, T.DataT
     return column, field.dataType, field.name
 
 
-def _chronons(column: Column, dtype: T.DataType, unit: str) -> tuple[Column, Column, bool]:
-    """(chronon value or null, is-fractional flag, was-a-timestamp) for a time expression."""
-    to_unit = F.unix_millis if unit == "ms" else F.unix_seconds
-    no = F.lit(False)
+def _matches(column: Column, name: str) -> Column:
+    return column.rlike(java_pattern(name))
+
+
+def _text_stats(frame: DataFrame, columns: dict[str, Column]) -> dict[str, ColumnStats]:
+    """The counts of ``spanning.reader.column_kind`` for text columns, in one pass."""
+    if not columns:
+        return {}
+    exprs = []
+    for i, column in enumerate(columns.values()):
+        flags = {
+            "present": column.isNotNull(),
+            "integer": _matches(column, "integer"),
+            "number": _matches(column, "number"),
+            "nan": _matches(column, "nan"),
+            "date_time": _matches(column, "date_time"),
+            "plain_integer": _matches(column, "plain_integer") & column.cast("long").isNotNull(),
+        }
+        exprs += [F.sum(F.when(flag, 1).otherwise(0)).alias(f"{name}_{i}") for name, flag in flags.items()]
+    row = frame.agg(*exprs).first()
+    fields = ("present", "integer", "number", "nan", "date_time", "plain_integer")
+    return {
+        label: ColumnStats(**{f: int(row[f"{f}_{i}"] or 0) for f in fields}) for i, label in enumerate(columns)
+    }
+
+
+def _time_kind(dtype: T.DataType, stats: ColumnStats | None) -> str | None:
     if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
-        return to_unit(column.cast("timestamp")), no, True
-    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-        return column.cast("long"), no, False
+        return "date_time"
+    if isinstance(dtype, T.StringType):
+        return column_kind("time", stats)
     if isinstance(dtype, T.NumericType):
-        value = column.cast("double")
-        return F.floor(value).cast("long"), value != F.floor(value), False
-    if isinstance(dtype, T.StringType):  # date-time text, else epoch numbers as text
-        parsed = to_unit(F.to_timestamp(column))
-        number = column.cast("double")
-        return F.coalesce(parsed, F.floor(number).cast("long")), parsed.isNull() & (number != F.floor(number)), True
+        return "number"
     raise UsageError(f"a time expression has type {dtype.simpleString()}: give a timestamp, date-time text or a number")
 
 
-def _numeric(column: Column, dtype: T.DataType) -> tuple[Column, T.DataType]:
-    """A value column as the engine reads it: long for integers (exact sums), double otherwise."""
-    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType)):
-        return column.cast("long"), T.LongType()
-    if isinstance(dtype, T.DecimalType) and dtype.scale == 0 and dtype.precision <= 18:
-        return column.cast("long"), T.LongType()
-    return column.cast("double"), T.DoubleType()
+def _finite(value: Column) -> Column:
+    return value.isNotNull() & ~F.isnan(value) & (F.abs(value) != F.lit(float("inf")))
 
 
-def prepare(frame: DataFrame, cfg: RunConfig) -> Prepared:
+def _chronons(column: Column, dtype: T.DataType, kind: str, unit: str) -> tuple[Column, Column]:
+    """(chronon value or null, is-fractional flag) of a time expression under the reader contract."""
+    to_unit = F.unix_millis if unit == "ms" else F.unix_seconds
+    no = F.lit(False)
+    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
+        return to_unit(column.cast("timestamp")), no
+    if isinstance(dtype, INTEGRAL):
+        return column.cast("long"), no
+    if isinstance(dtype, T.StringType) and kind == "date_time":
+        return F.when(_matches(column, "date_time"), to_unit(F.to_timestamp(column))), no
+    if isinstance(dtype, T.StringType):
+        number = F.when(_matches(column, "number"), column.cast("double"))
+        integer = F.when(_matches(column, "integer"), column.cast("long"))
+    else:
+        number, integer = column.cast("double"), F.lit(None).cast("long")
+    usable = _finite(number) & (F.abs(number) < TIME_LIMIT)
+    whole = F.floor(number)
+    value = F.coalesce(integer, F.when(usable, whole.cast("long")))
+    return value, integer.isNull() & usable & (number != whole)
+
+
+def _value(column: Column, dtype: T.DataType, kind: str | None, name: str):
+    """(engine value, its type, present flag, [(rejected-if, reason)]) of an aggregated column."""
+    reasons = []
+    if isinstance(dtype, (*INTEGRAL, T.BooleanType)) or (
+        isinstance(dtype, T.DecimalType) and dtype.scale == 0 and dtype.precision <= 18
+    ):
+        value, vtype = column.cast("long"), T.LongType()
+        return value, vtype, value.isNotNull(), reasons
+    if isinstance(dtype, T.StringType) and kind == "integer":
+        integer = _matches(column, "integer")
+        value = F.when(integer, column.cast("long"))
+        reasons += [
+            (column.isNotNull() & ~integer & ~_matches(column, "nan"), REASONS["value"].format(column=name)),
+            (integer & value.isNull(), REASONS["range"].format(column=name)),
+        ]
+        return value, T.LongType(), value.isNotNull(), reasons
+    if isinstance(dtype, T.StringType):
+        number = _matches(column, "number")
+        value = F.when(number, column.cast("double"))
+        garbage = column.isNotNull() & ~number & ~_matches(column, "nan")
+    else:
+        value = column.cast("double")
+        garbage = column.isNotNull() & value.isNull()
+    infinite = value.isNotNull() & (F.abs(value) == F.lit(float("inf")))
+    reasons += [(garbage, REASONS["value"].format(column=name)), (infinite, REASONS["infinite"].format(column=name))]
+    return value, T.DoubleType(), _finite(value), reasons
+
+
+def _plain(column: Column, dtype: T.DataType, kind: str) -> Column:
+    """A key or result column: plain integers of CSV text as long, NaN as null, else as read."""
+    if kind == "integer":
+        return column.cast("long")
+    if isinstance(dtype, (T.FloatType, T.DoubleType)):
+        return F.when(~F.isnan(column), column)
+    return column
+
+
+def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False) -> Prepared:
     """Add ``_seq``, ``_start``, ``_end``, keys, engine-ready values and ``reason`` to the input rows."""
     original = list(frame.columns)
+    if csv:  # CSV text: columns of plain integers become long (nothing lost), the others stay text
+        stats = _text_stats(frame, {name: quoted(name) for name in original})
+        frame = frame.select(*[_plain(quoted(n), T.StringType(), column_kind("plain", stats[n])).alias(n)
+                               for n in original])  # fmt: skip
     start, start_type, _ = _expression(frame, cfg.start, "start")
-    start_value, start_fraction, start_ts = _chronons(start, start_type, cfg.time_unit)
-    if cfg.point_events:
-        end_value, end_fraction, end_missing = start_value, F.lit(False), F.lit(False)
-    elif cfg.duration is not None:
+    end = duration = None
+    if cfg.duration is not None:
         duration, duration_type, _ = _expression(frame, cfg.duration, "duration")
         if not isinstance(duration_type, (T.NumericType, T.StringType)):
             raise UsageError(f"--duration must be a number of chronons, not {duration_type.simpleString()}")
-        length = duration.cast("double")
-        end_value = start_value + F.floor(length).cast("long")
-        end_fraction, end_missing = length != F.floor(length), length.isNull()
-    else:
+    elif not cfg.point_events:
         end, end_type, _ = _expression(frame, cfg.end, "end")
-        end_value, end_fraction, end_ts = _chronons(end, end_type, cfg.time_unit)
-        end_missing = end_value.isNull()
-        if end_ts != start_ts:
-            raise UsageError("--start and --end must both be timestamps or both be numbers")
-
-    keys, key_columns = [], []
+    keys, key_exprs = [], []
     for i, text in enumerate(cfg.keys):
-        column, _, name = _expression(frame, text, "key")
+        column, dtype, name = _expression(frame, text, "key")
         keys.append(name if name not in (SEQ, START, END) else f"key_{i}")
-        key_columns.append(column.alias(key_column(i)))
+        key_exprs.append((column, dtype))
     if len(set(keys)) != len(keys):
         raise UsageError("two --key expressions have the same name: rename one with 'expr AS name'")
+    missing = [name for name in cfg.value_columns if name not in frame.columns]
+    if missing:
+        raise UsageError(f"unknown column {missing[0]!r} in --agg: the columns are {', '.join(original)}")
 
+    # one pass of counts over the text columns whose kind depends on their values
+    text = {}
+    if isinstance(start_type, T.StringType):
+        text["start"] = start
+    if end is not None and isinstance(end_type, T.StringType):
+        text["end"] = end
+    for name in cfg.numeric_columns:
+        if isinstance(frame.schema[name].dataType, T.StringType):
+            text[f"value {name}"] = quoted(name)
+    stats = _text_stats(frame, text)
+
+    kind = time_kinds(
+        _time_kind(start_type, stats.get("start")), None if end is None else _time_kind(end_type, stats.get("end"))
+    )
+    start_value, start_fraction = _chronons(start, start_type, kind, cfg.time_unit)
+    if cfg.point_events:
+        end_value, end_fraction, end_missing = start_value, F.lit(False), F.lit(False)
+    elif duration is not None:
+        length = F.when(_matches(duration, "number"), duration.cast("double")) if isinstance(
+            duration_type, T.StringType) else duration.cast("double")  # fmt: skip
+        usable = _finite(length) & (F.abs(length) < TIME_LIMIT)
+        end_value = start_value + F.when(usable, F.floor(length).cast("long"))
+        end_fraction, end_missing = usable & (length != F.floor(length)), ~usable
+    else:
+        end_value, end_fraction = _chronons(end, end_type, kind, cfg.time_unit)
+        end_missing = end_value.isNull()
+
+    values = {name: value_column(i) for i, name in enumerate(cfg.value_columns)}
     value_types, result_types, value_exprs, reasons = {}, {}, [], []
-    for name in cfg.value_columns:
-        if name not in frame.columns:
-            raise UsageError(f"unknown column {name!r} in --agg: the columns are {', '.join(original)}")
+    for name, internal in values.items():
         dtype = frame.schema[name].dataType
+        label = f"value {name}"
         if name in cfg.numeric_columns:
-            value, value_types[name] = _numeric(F.col(f"`{name}`"), dtype)
-            present = value.isNotNull()
-            reasons.append((F.col(f"`{name}`").isNotNull() & ~present, REASONS["value"].format(column=name)))
+            kind_of = column_kind("value", stats[label]) if label in stats else None
+            value, value_types[internal], present, checks = _value(quoted(name), dtype, kind_of, name)
+            reasons += checks
             value_exprs += [
-                F.coalesce(value, F.lit(0).cast(value_types[name])).alias(name),
-                present.alias(valid_column(name)),
+                F.when(present, value).otherwise(F.lit(0).cast(value_types[internal])).alias(internal),
+                present.alias(valid_column(internal)),
             ]
         else:
-            result_types[name] = dtype
-            value_exprs.append(F.col(f"`{name}`"))
+            result_types[internal] = dtype
+            value_exprs.append(_plain(quoted(name), dtype, "text").alias(internal))
+    key_columns = [_plain(column, dtype, "text").alias(key_column(i)) for i, (column, dtype) in enumerate(key_exprs)]
 
+    reason = F.when(F.lit(False), F.lit(None).cast("string"))
+    if CORRUPT_RECORD in original:
+        reason = reason.when(quoted(CORRUPT_RECORD).isNotNull(), REASONS["json"])
     reason = (
-        F.when(start_value.isNull(), REASONS["start"])
+        reason.when(start_value.isNull(), REASONS["start"])
         .when(end_missing, REASONS["duration"] if cfg.duration is not None else REASONS["end"])
         .when(start_fraction | end_fraction, REASONS["fraction"])
         .when(end_value < start_value, REASONS["order"])
     )
-    for condition, text in reasons:
-        reason = reason.when(condition, text)
+    for condition, text_reason in reasons:
+        reason = reason.when(condition, text_reason)
     frame = frame.withColumn(SEQ, F.monotonically_increasing_id())  # arrival number, after user expressions
     rows = frame.select(
-        *[F.col(f"`{c}`") for c in original if c not in cfg.value_columns],
-        *[F.col(f"`{c}`").alias(f"__in_{c}") for c in cfg.value_columns],
+        *[quoted(c) for c in original],
         F.col(SEQ),
         start_value.alias(START),
         end_value.alias(END),
@@ -197,15 +278,18 @@ def prepare(frame: DataFrame, cfg: RunConfig) -> Prepared:
         *value_exprs,
         reason.alias(REASON),
     )
-    return Prepared(rows, keys, start_ts, value_types, result_types, original)
+    return Prepared(rows, keys, kind == "date_time", value_types, result_types, original, values)
+
+
+def load(spark: SparkSession, cfg: RunConfig) -> Prepared:
+    """Check the inputs, read them and prepare every row (the reader contract)."""
+    inputs = input_files(cfg.inputs, cfg.input_format, cfg.delimiter)
+    return prepare(read_input(spark, inputs), cfg, csv=inputs.format == "csv")
 
 
 def as_read(prepared: Prepared) -> list[Column]:
     """The original columns of a prepared row, as read."""
-    return [
-        F.col(f"`__in_{c}`").alias(c) if f"__in_{c}" in prepared.rows.columns else F.col(f"`{c}`")
-        for c in prepared.original_columns
-    ]
+    return [quoted(c) for c in prepared.original_columns]
 
 
 def events(prepared: Prepared, series_start: str) -> DataFrame:
@@ -216,16 +300,16 @@ def events(prepared: Prepared, series_start: str) -> DataFrame:
         F.col(SEQ),
         F.col(START),
         F.col(END),
-        *[F.col(f"`{c}`") for c in prepared.value_types],
-        *[F.col(f"`{valid_column(c)}`") for c in prepared.value_types],
-        *[F.col(f"`{c}`") for c in prepared.result_types],
+        *[F.col(c) for c in prepared.value_types],
+        *[F.col(valid_column(c)) for c in prepared.value_types],
+        *[F.col(c) for c in prepared.result_types],
     ]
     rows = rows.select(*columns)
     if series_start == "first":
         return rows
     if series_start == "earliest":
         if prepared.keys:
-            by_key = Window.partitionBy(*[F.col(f"`{k}`") for k in prepared.keys])
+            by_key = Window.partitionBy(*[quoted(k) for k in prepared.keys])
             return rows.withColumn(SERIES, F.min(START).over(by_key))
         first = rows.agg(F.min(START)).first()[0]
         return rows.withColumn(SERIES, F.lit(first).cast("long"))

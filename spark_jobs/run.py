@@ -14,7 +14,7 @@ from spanning.batch import window_labels
 from spanning.height import resolve_height
 from spanning.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.outputs import finish_output, output_folder
-from spark_jobs.prepare import END, REASON, SEQ, START, as_read, events, prepare, read_input
+from spark_jobs.prepare import END, REASON, SEQ, START, as_read, events, load, quoted
 from spark_jobs.session import get_session
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
 
@@ -29,10 +29,10 @@ def to_time(column, cfg: RunConfig, is_timestamp: bool):
 
 def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
     """(prepared rows, windows, late events, rejected rows) as lazy DataFrames; prepared is persisted."""
-    prepared = prepare(read_input(spark, cfg.inputs, cfg.input_format), cfg)
+    prepared = load(spark, cfg)
     prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
     if cfg.height == "auto":  # Table 4's cost model on the sizes of (a sample of) the events
-        keys = [F.col(f"`{k}`") for k in prepared.keys]
+        keys = [quoted(k) for k in prepared.keys]
         sample = events(prepared, "first").select(START, END, *keys).limit(HEIGHT_SAMPLE).toPandas()
         groups = sample.groupby(prepared.keys, sort=False, dropna=False).ngroup().to_numpy() if keys else None
         cfg.height = resolve_height("auto", cfg.technique, cfg.spec, (sample[START], sample[END], groups))
@@ -54,11 +54,11 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
     if cfg.empty_windows == "skip":
         windows = windows.where(F.col(EVENTS_COLUMN) > 0)
     windows = windows.select(
-        *[F.col(f"`{k}`") for k in prepared.keys],
+        *[quoted(k) for k in prepared.keys],
         *tag,
         to_time(F.col("window_start"), cfg, prepared.time_is_timestamp).alias("window_start"),
         to_time(F.col("window_end"), cfg, prepared.time_is_timestamp).alias("window_end"),
-        *[F.col(f"`{name}`") for name in cfg.aggregate_columns],
+        *[quoted(name) for name in cfg.aggregate_columns],
     )
     late_ids = out.where(F.col(LATE_SEQ).isNotNull()).select(F.col(LATE_SEQ).alias(SEQ), *tag, F.col(MISSED))
     late = prepared.rows.join(late_ids, SEQ).select(*as_read(prepared), *tag, F.col(MISSED).alias("windows_missed"))
@@ -68,8 +68,8 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
 
 def write(frame: DataFrame, path: str, fmt: str) -> None:
     writer = frame.write.mode("overwrite")
-    if fmt == "csv":
-        writer.option("header", True).csv(path)
+    if fmt == "csv":  # RFC 4180 (quotes doubled), timestamps as ISO 8601 in the session's time zone
+        writer.options(header=True, escape='"', timestampFormat="yyyy-MM-dd'T'HH:mm:ssXXX").csv(path)
     else:
         writer.parquet(path)
 
@@ -77,9 +77,9 @@ def write(frame: DataFrame, path: str, fmt: str) -> None:
 def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     """Run the job and write its outputs; returns the summary."""
     began = time.perf_counter()
+    spark = get_session(cfg.master, cfg.timezone, verbose, cfg.partitions)
+    rows, windows, late, rejected = compute(spark, cfg)  # every user mistake shows here, before any output
     with output_folder(cfg) as output:
-        spark = get_session(cfg.master, cfg.timezone, verbose, cfg.partitions)
-        rows, windows, late, rejected = compute(spark, cfg)
         counts = rows.agg(F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected")).first()
         write(windows, str(output / "windows"), cfg.format)
         write(rejected, str(output / "rejected"), cfg.format)

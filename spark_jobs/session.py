@@ -49,7 +49,9 @@ def get_session(master: str | None = None, timezone: str = "UTC", verbose: bool 
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
-    if active is not None:
+    if active is not None:  # a session of the caller's (tests, notebooks): the run's time zone still applies
+        active.conf.set("spark.sql.session.timeZone", timezone)
+        active.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         return active
     builder = SparkSession.builder.appName(APP_NAME)
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: run locally
@@ -59,6 +61,7 @@ def get_session(master: str | None = None, timezone: str = "UTC", verbose: bool 
     spark = (
         builder.config("spark.sql.session.timeZone", timezone)
         .config("spark.sql.ansi.enabled", "false")  # unparseable values become nulls -> rejected/, not a crash
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")  # as pyarrow writes them
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "50000")  # fewer, larger batches per partition
         .config("spark.ui.showConsoleProgress", "false")

@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spanning.aggregates import ArgExtreme, Count, Extreme, ExtremeCount, Mean, StdDev, Sum, parse_aggregate
-from spanning.jobspec import EVENTS_COLUMN, RunConfig
-from spark_jobs.prepare import END, SEQ, SERIES, START, Prepared, valid_column
+from spanning.jobspec import EVENTS_COLUMN, RunConfig, user_errors
+from spark_jobs.prepare import END, SEQ, SERIES, START, Prepared, quoted, valid_column
 
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"
 
@@ -38,7 +38,7 @@ def result_type(spec: str, prepared: Prepared) -> T.DataType:
 def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_start: bool) -> DataFrame:
     """Windows and late events of ``events`` (see ``spark_jobs.prepare.events``)."""
     keys = prepared.keys
-    outputs = {**cfg.aggregate_columns, EVENTS_COLUMN: "count"}
+    outputs = {**prepared.aggregates(cfg), EVENTS_COLUMN: "count"}
     key_fields = [events.schema[k] for k in keys]
     schema = T.StructType(
         [
@@ -52,8 +52,10 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
     )
     spec, names, specs = cfg.spec, list(outputs), list(outputs.values())
     column_order = [f.name for f in schema.fields]
+    object_columns = [f.name for f in schema.fields if not isinstance(f.dataType, T.NumericType)]
     skip_empty = cfg.empty_windows == "skip"
     technique, height, swag = cfg.technique, cfg.height, cfg.swag
+    input_names = {v: c for c, v in prepared.values.items()}
 
     def process(batches):
         import pandas as pd
@@ -76,21 +78,28 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
             parts = [p for p in (windows, late) if len(p)]
             if not parts:
                 return None
-            return pd.concat(parts, ignore_index=True).reindex(columns=column_order)
+            out = pd.concat(parts, ignore_index=True).reindex(columns=column_order)
+            if not len(windows):  # late rows only: non-numeric columns of nulls, not of NaN floats
+                for name in object_columns:
+                    out[name] = pd.Series([None] * len(out), dtype=object)
+            return out
 
         def nonempty(windows):  # empty windows would cross Arrow only to be filtered out
             return windows[windows[EVENTS_COLUMN].to_numpy() > 0] if skip_empty else windows
 
-        for batch in batches:
-            windows, late = stream.feed(batch)
-            out = frame(nonempty(windows), late)
+        try:
+            for batch in batches:
+                windows, late = stream.feed(batch)
+                out = frame(nonempty(windows), late)
+                if out is not None:
+                    yield out
+            out = frame(nonempty(stream.finish()), pd.DataFrame({"seq": [], "windows_missed": []}))
             if out is not None:
                 yield out
-        out = frame(nonempty(stream.finish()), pd.DataFrame({"seq": [], "windows_missed": []}))
-        if out is not None:
-            yield out
+        except ValueError as err:  # e.g. an overflowing sum: name the user's column, not the internal one
+            raise user_errors(err, input_names) from None
 
-    key_cols = [F.col(f"`{k}`") for k in keys]
+    key_cols = [quoted(k) for k in keys]
     if not (series_start and cfg.series_start == "earliest" and keys):  # else the Window already partitioned by key
         events = events.repartition(*key_cols) if keys else events.repartition(1)
     ordered = events.sortWithinPartitions(*key_cols, F.col(END), F.col(SEQ))

@@ -1,0 +1,582 @@
+"""The reader contract of ``spanning run``: how both engines turn input files into events.
+
+The local engine (pandas, ``spanning.local_run``) and the Spark engine (``spark_jobs.prepare``) follow
+these rules, so that the same file gives the same windows, late rows and rejected rows on both:
+
+* **Files.** CSV (RFC 4180: a header line, fields quoted with ``"``, a quote inside a field doubled,
+  line breaks inside quoted fields), Parquet, or JSON lines, told apart by extension (``.gz``/``.bz2``
+  compression is allowed for CSV and JSON). A folder is read file by file, skipping names that start
+  with ``_`` or ``.``. Inputs that mix formats, files without a header, files that seem to use another
+  delimiter, empty files and CSV files whose headers differ are refused with one line naming the file.
+* **CSV fields are text;** an empty field (quoted or not) is null. Columns are typed by what the query
+  does with them, from counts over the whole column (``column_kind``):
+  time columns hold epoch numbers or date-times, whichever most values are; aggregated columns are
+  integers if every number in them is an integer, else floating point; keys and the other columns are
+  integers if every value is written as a plain integer (no sign, no leading zero, in 64 bits), so that
+  nothing is lost, else text as read.
+* **Date-time text** is ``yyyy-M-d[( |T)H:m[:s[.fraction]]][Z|±HH:MM]``. Text without a zone is a wall
+  time in ``--timezone``: in a daylight-saving gap it moves forward by the gap, and where the clock goes
+  back it is the earlier instant. Fractions of a chronon are cut (floor).
+* **Numbers** are ``[+-]digits[.digits][e±digits]``; ``NaN`` (any case) is null, as in SQL; infinite
+  values and integers beyond 64 bits are rejected with a reason. A value that is neither is rejected
+  with a reason; it never fails the run, and never turns into another value.
+"""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import glob
+import gzip
+import io
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import numpy as np
+import pandas as pd
+
+from spanning.jobspec import CHRONON_MS, CORRUPT_RECORD, INPUT_FORMATS, UsageError
+
+__all__ = [
+    "Inputs",
+    "ColumnStats",
+    "column_kind",
+    "input_files",
+    "read_local",
+    "text_stats",
+    "time_chronons",
+    "number_values",
+    "check_timezone",
+    "tzinfo",
+    "PATTERNS",
+    "java_pattern",
+]
+
+# The grammar of text values, in the common subset of Python's ``re`` and Java's regex (Spark's rlike).
+_DATE_TIME = (
+    r"[ ]*([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})"
+    r"(?:[ T]([0-9]{1,2}):([0-9]{1,2})(?::([0-9]{1,2})(?:\.([0-9]{1,9}))?)?)?"
+    r"[ ]*(Z|[+-][0-9]{2}:[0-9]{2})?[ ]*"
+)
+PATTERNS = {
+    "integer": r"[ ]*[+-]?[0-9]+[ ]*",
+    "number": r"[ ]*[+-]?(?:[0-9]+[.]?[0-9]*|[.][0-9]+)(?:[eE][+-]?[0-9]+)?[ ]*",
+    "nan": r"[ ]*[+-]?[Nn][Aa][Nn][ ]*",
+    "plain_integer": r"-?(?:0|[1-9][0-9]{0,18})",  # round-trips through int exactly (range checked apart)
+    "date_time": _DATE_TIME,
+}
+_COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
+INT64 = (-(2**63), 2**63 - 1)
+TIME_LIMIT = 2.0**62  # epoch numbers beyond this are not times (and would not fit once scaled)
+
+
+def java_pattern(name: str) -> str:
+    r"""The pattern anchored for Spark's ``rlike`` (Java regex; ``\z`` is the very end of the text)."""
+    return f"^(?:{PATTERNS[name]})\\z"
+
+
+# ------------------------------------------------------------------------------------------------
+# column kinds
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """Counts over one text column: how many values match each form of the grammar."""
+
+    present: int = 0  # non-null values
+    integer: int = 0
+    number: int = 0  # integers included
+    nan: int = 0
+    date_time: int = 0
+    plain_integer: int = 0  # plain integers that fit in 64 bits
+
+
+ROLES = ("time", "value", "plain")
+
+
+def column_kind(role: str, stats: ColumnStats) -> str | None:
+    """The type a text column takes, from its role in the query and its counts.
+
+    >>> column_kind("time", ColumnStats(present=5, integer=4, number=4, date_time=1))
+    'number'
+    >>> column_kind("value", ColumnStats(present=3, integer=2, number=3))
+    'float'
+    >>> column_kind("plain", ColumnStats(present=2, integer=2, number=2, plain_integer=1))
+    'text'
+    """
+    if role == "time":  # epoch numbers or date-times, whichever most values are (ties: numbers)
+        if stats.number == 0 and stats.date_time == 0:
+            return None  # nothing usable: takes the other time column's kind
+        return "date_time" if stats.date_time > stats.number else "number"
+    if role == "value":
+        return "integer" if stats.number == stats.integer else "float"
+    if role == "plain":
+        return "integer" if stats.present and stats.plain_integer == stats.present else "text"
+    raise ValueError(f"unknown column role {role!r}")
+
+
+def time_kinds(start: str | None, end: str | None) -> str:
+    """One kind for the start and end columns, or a clear error when they disagree."""
+    if start and end and start != end:
+        names = {"number": "epoch numbers", "date_time": "date-times"}
+        raise UsageError(f"--start holds {names[start]} but --end holds {names[end]}: give both in one form")
+    return start or end or "number"
+
+
+def check_timezone(name: str) -> str:
+    """A time zone both engines understand: a region (Europe/Paris), UTC, or an offset such as +01:00."""
+    if re.fullmatch(r"[+-][0-9]{2}:[0-9]{2}", name):
+        return name
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UsageError(f"unknown --timezone {name!r}: give a region such as Europe/Paris, UTC or +01:00") from None
+    return name
+
+
+# ------------------------------------------------------------------------------------------------
+# files
+
+
+@dataclass
+class Inputs:
+    """The input files of a run, checked: their format and, for CSV, the header they share."""
+
+    files: list[str]
+    format: str
+    columns: list[str] | None  # CSV header names, stripped of spaces (None where unknown: remote files)
+    delimiter: str = ","
+
+
+_COMPRESSION = {".gz": gzip.open, ".bz2": bz2.open}
+
+
+def _format_of(path: str) -> str | None:
+    stem, ext = os.path.splitext(path.lower())
+    if ext in _COMPRESSION:
+        stem, ext = os.path.splitext(stem)
+    return INPUT_FORMATS.get(ext)
+
+
+def _open_text(path: str) -> io.TextIOBase:
+    opener = _COMPRESSION.get(os.path.splitext(path.lower())[1], open)
+    return opener(path, "rt", encoding="utf-8-sig", newline="")
+
+
+def _listed(paths: list[str]) -> list[str]:
+    files = []
+    for path in paths:
+        matches = sorted(glob.glob(path))
+        if not matches:
+            raise UsageError(f"input not found: {path}")
+        for match in matches:
+            if not os.path.isdir(match):
+                files.append(match)
+                continue
+            inside = sorted(f for f in os.listdir(match) if not f.startswith(("_", ".")))
+            folders = [f for f in inside if os.path.isdir(os.path.join(match, f))]
+            if folders:
+                raise UsageError(f"input folder {match} holds the folder {folders[0]!r}: give the files or a glob")
+            if not inside:
+                raise UsageError(f"input folder {match} holds no input files")
+            files += [os.path.join(match, f) for f in inside]
+    return files
+
+
+def input_files(paths: list[str], given_format: str | None = None, delimiter: str = ",") -> Inputs:
+    """List and check the inputs: one format, no empty file, and for CSV one valid header for all."""
+    if len(delimiter) != 1 or delimiter in "\"\r\n":
+        raise UsageError(f"bad --delimiter {delimiter!r}: give one character other than a quote or a line break")
+    if any("://" in p for p in paths):  # hdfs://, s3a://: Spark lists and reads them
+        fmt = given_format or _format_of(paths[0].rstrip("/"))
+        if fmt is None:
+            raise UsageError(f"cannot tell the input format of {paths[0]!r}: give --input-format csv|parquet|json")
+        return Inputs(list(paths), fmt, None, delimiter)
+    files = _listed(paths)
+    formats = {}
+    for path in files:
+        fmt = given_format or _format_of(path)
+        if fmt is None:
+            raise UsageError(f"cannot tell the input format of {path}: give --input-format csv|parquet|json")
+        formats.setdefault(fmt, path)
+        if os.path.getsize(path) == 0:
+            raise UsageError(f"input file {path} is empty")
+    if len(formats) > 1:
+        mixed = ", ".join(f"{fmt} ({os.path.basename(p)})" for fmt, p in formats.items())
+        raise UsageError(f"the inputs mix file formats: {mixed}; run one format at a time")
+    fmt = next(iter(formats))
+    columns = None
+    if fmt == "csv":
+        for path in files:
+            header = _csv_header(path, delimiter)
+            if columns is None:
+                columns, first = header, path
+            elif header != columns:
+                raise UsageError(
+                    f"{path} has the columns {', '.join(header)} but {first} has {', '.join(columns)}: "
+                    "give files of one layout per run"
+                )
+    elif fmt == "json":
+        for path in files:
+            with _open_text(path) as handle:
+                if not any(line.strip() for line in handle):
+                    raise UsageError(f"input file {path} is empty")
+    return Inputs(files, fmt, columns, delimiter)
+
+
+def _csv_header(path: str, delimiter: str) -> list[str]:
+    """The header names of a CSV file, with the checks that catch a missing header or another delimiter."""
+    try:
+        with _open_text(path) as handle:
+            header = next((row for row in csv.reader(handle, delimiter=delimiter) if row), None)
+    except (UnicodeDecodeError, OSError, csv.Error) as err:
+        raise UsageError(f"cannot read {path} as CSV text: {err}") from None
+    if header is None:
+        raise UsageError(f"input file {path} is empty")
+    names = [name.strip() for name in header]
+    if len(names) == 1:
+        for other in (";", "\t", "|", ","):
+            if other != delimiter and other in names[0]:
+                shown = {"\t": "\\t"}.get(other, other)
+                raise UsageError(f"{path} seems to separate fields with {shown!r}, not {delimiter!r}: "
+                                 f"give --delimiter '{shown}'")  # fmt: skip
+    values = sum(1 for n in names if _matches("number", n) or _matches("date_time", n))
+    if 2 * values > len(names):  # column names are rarely numbers or times: this line is data
+        raise UsageError(f"{path} has no header line: its first line holds values ({', '.join(names[:4])})")
+    if not all(names):
+        raise UsageError(f"{path} has an empty column name in its header (column {names.index('') + 1})")
+    repeated = next((n for n in names if names.count(n) > 1), None)
+    if repeated:
+        raise UsageError(f"{path} has the column name {repeated!r} twice in its header")
+    return names
+
+
+def _matches(name: str, text: str) -> bool:
+    return _COMPILED[name].fullmatch(text) is not None
+
+
+# ------------------------------------------------------------------------------------------------
+# the local engine's side: pandas
+
+
+def read_local(inputs: Inputs) -> pd.DataFrame:
+    """All rows of the inputs as one DataFrame, as read: Parquet and JSON typed, CSV typed by ``typed_csv``."""
+    frames = [_read_file(path, inputs) for path in inputs.files]
+    frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    return typed_csv(frame) if inputs.format == "csv" else frame
+
+
+def typed_csv(frame: pd.DataFrame) -> pd.DataFrame:
+    """CSV text with every column of plain integers as Int64 (nothing lost), the others as text."""
+    for name in frame.columns:
+        frame[name] = plain_values(frame[name], column_kind("plain", text_stats(frame[name])))
+    return frame
+
+
+def _read_file(path: str, inputs: Inputs) -> pd.DataFrame:
+    if inputs.format == "csv":
+        try:
+            frame = pd.read_csv(path, sep=inputs.delimiter, dtype=str, keep_default_na=False, na_values=[""],
+                                encoding="utf-8-sig", header=0)  # fmt: skip
+        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
+            first = str(err).strip().splitlines()[0]
+            raise UsageError(f"cannot read {path} as CSV: {first}") from None
+        frame.columns = inputs.columns or [str(c).strip() for c in frame.columns]
+        return frame.astype(object).where(frame.notna(), None)  # text, None for null
+    if inputs.format == "parquet":
+        try:
+            return pd.read_parquet(path)
+        except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
+            raise UsageError(f"cannot read {path} as Parquet: {str(err).strip().splitlines()[0]}") from None
+    return _read_json_lines(path)
+
+
+def _read_json_lines(path: str) -> pd.DataFrame:
+    """JSON lines typed as Spark types them: integers, floats, booleans, or text when a column mixes kinds.
+
+    A line that is not a JSON object is kept whole in ``_corrupt_record`` (and rejected), as Spark does.
+    """
+    records, corrupt = [], []
+    with _open_text(path) as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = None
+            if isinstance(record, dict):
+                records.append(record)
+                corrupt.append(None)
+            else:
+                records.append({})
+                corrupt.append(line.rstrip("\r\n"))
+    names = {k for r in records for k in r}
+    if any(c is not None for c in corrupt):
+        names.add(CORRUPT_RECORD)
+    data = {}
+    for name in sorted(names):  # by name, as Spark's JSON reader orders inferred columns
+        column = corrupt if name == CORRUPT_RECORD else [r.get(name) for r in records]
+        data[name] = _json_column(column)
+    return pd.DataFrame(data, index=pd.RangeIndex(len(records)))
+
+
+def _json_column(values: list) -> object:
+    kinds = {type(v) for v in values if v is not None}
+    if kinds == {bool}:
+        return pd.array(values, dtype="boolean")
+    if kinds == {int}:
+        return pd.array(values, dtype="Int64")
+    if kinds <= {int, float} and kinds:
+        return pd.array([None if v is None else float(v) for v in values], dtype="Float64")
+    out = np.empty(len(values), dtype=object)
+    out[:] = [v if v is None or isinstance(v, str) else json.dumps(v, separators=(",", ":")) for v in values]
+    return out
+
+
+def _text_mask(series: pd.Series, name: str) -> np.ndarray:
+    return series.str.fullmatch(PATTERNS[name]).fillna(False).to_numpy(dtype=bool)
+
+
+def text_stats(series: pd.Series) -> ColumnStats:
+    """The counts of ``column_kind`` for a column of text (None for null)."""
+    text = series.astype("string")
+    present = text.notna().to_numpy()
+    integer = _text_mask(text, "integer")
+    plain = _text_mask(text, "plain_integer")
+    if plain.any():  # 19-digit plain integers may still overflow
+        plain[plain] = [INT64[0] <= int(v) <= INT64[1] for v in text[plain]]
+    return ColumnStats(
+        present=int(present.sum()),
+        integer=int(integer.sum()),
+        number=int(_text_mask(text, "number").sum()),
+        nan=int(_text_mask(text, "nan").sum()),
+        date_time=int(_text_mask(text, "date_time").sum()),
+        plain_integer=int(plain.sum()),
+    )
+
+
+def is_text(series: pd.Series) -> bool:
+    """Whether a column holds text (and nulls) rather than typed values."""
+    if pd.api.types.is_string_dtype(series.dtype) and not pd.api.types.is_object_dtype(series.dtype):
+        return True
+    if not pd.api.types.is_object_dtype(series.dtype):
+        return False
+    kinds = {type(v) for v in series.to_numpy() if v is not None and v is not pd.NA and v == v}
+    return kinds <= {str}
+
+
+@dataclass
+class Numbers:
+    """A column as numbers: values (0 where absent), which are present, and why rows are rejected."""
+
+    values: np.ndarray  # int64 or float64
+    present: np.ndarray  # bool: a value (not null, not NaN)
+    garbage: np.ndarray  # bool: a value that is no number
+    out_of_range: np.ndarray  # bool: an integer beyond 64 bits
+    infinite: np.ndarray  # bool
+
+
+def number_values(series: pd.Series, kind: str | None) -> Numbers:
+    """A column as numbers under the contract (``kind``: integer or float for text, None for typed columns)."""
+    n = len(series)
+    none = np.zeros(n, dtype=bool)
+    if is_text(series):
+        text = series.astype("string")
+        given = text.notna().to_numpy()
+        nan = _text_mask(text, "nan")
+        if kind == "integer":
+            match = _text_mask(text, "integer")
+            parsed = [int(v) for v in text[match]]
+            fits = np.array([INT64[0] <= v <= INT64[1] for v in parsed], dtype=bool)
+            values = np.zeros(n, dtype=np.int64)
+            rows = np.flatnonzero(match)
+            values[rows[fits]] = [v for v, ok in zip(parsed, fits, strict=True) if ok]
+            present = np.zeros(n, dtype=bool)
+            present[rows[fits]] = True
+            out_of_range = np.zeros(n, dtype=bool)
+            out_of_range[rows[~fits]] = True
+            return Numbers(values, present, given & ~match & ~nan, out_of_range, none)
+        match = _text_mask(text, "number")
+        floats = np.zeros(n, dtype=np.float64)
+        floats[match] = [float(v) for v in text[match]]
+        infinite = match & np.isinf(floats)
+        floats[infinite] = 0
+        return Numbers(floats, match & ~infinite, given & ~match & ~nan, none, infinite)
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_integer_dtype(dtype):
+        present = series.notna().to_numpy()
+        if dtype.kind == "u" and dtype.itemsize == 8:  # unsigned 64-bit values beyond int64 do not fit
+            big = present & (series.to_numpy(dtype=np.float64, na_value=0) > INT64[1])
+            values = np.where(big, 0, series.to_numpy(dtype=np.uint64, na_value=0)).astype(np.int64)
+            return Numbers(values, present & ~big, none, big, none)
+        return Numbers(series.to_numpy(dtype=np.int64, na_value=0), present, none, none, none)
+    if pd.api.types.is_numeric_dtype(dtype):
+        floats = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        infinite = np.isinf(floats)
+        present = ~np.isnan(floats) & ~infinite
+        return Numbers(np.where(present, floats, 0.0), present, none, none, infinite)
+    # anything else (decimals, mixed objects): Python numbers where they are numbers
+    values = series.to_numpy(dtype=object)
+    floats = np.zeros(n, dtype=np.float64)
+    present, garbage = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    for i, v in enumerate(values):
+        if v is None or v is pd.NA:
+            continue
+        try:
+            floats[i] = float(v)
+        except (TypeError, ValueError):
+            garbage[i] = True
+            continue
+        present[i] = floats[i] == floats[i]
+    infinite = present & np.isinf(floats)
+    return Numbers(np.where(present & ~infinite, floats, 0.0), present & ~infinite, garbage, none, infinite)
+
+
+def plain_values(series: pd.Series, kind: str) -> pd.Series:
+    """A key or other column: plain integers as Int64 when ``kind`` says so, NaN as null, else as read."""
+    if kind == "integer":
+        return pd.Series(pd.array([None if v is None else int(v) for v in series], dtype="Int64"), name=series.name)
+    if series.dtype.kind == "f":  # NaN is null
+        return series.astype("Float64")
+    return series
+
+
+@dataclass
+class Times:
+    """A time column in chronons: values, which are present, which are fractional, and its kind."""
+
+    values: np.ndarray
+    present: np.ndarray
+    fractional: np.ndarray
+    kind: str  # number or date_time
+
+
+def time_kind_of(series: pd.Series) -> str | None:
+    """The kind of a time column before any row is parsed (None: no usable value to tell)."""
+    if pd.api.types.is_datetime64_any_dtype(series.dtype):
+        return "date_time"
+    if is_text(series):
+        return column_kind("time", text_stats(series))
+    if pd.api.types.is_bool_dtype(series.dtype):
+        raise UsageError(f"the time column {series.name!r} holds booleans: give timestamps, date-time text or numbers")
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        return "number"
+    sample = next((v for v in series.to_numpy() if v is not None and v is not pd.NA), None)
+    if hasattr(sample, "year"):  # datetime.date / datetime objects (Parquet dates)
+        return "date_time"
+    return "number"
+
+
+def time_chronons(series: pd.Series, kind: str, unit: str, zone: str) -> Times:
+    """A time column as chronons under the contract: date-times in ``zone`` unless they carry a zone."""
+    n = len(series)
+    per_chronon = 1_000_000 * CHRONON_MS[unit]  # nanoseconds per chronon
+    if kind == "date_time":
+        if is_text(series):
+            nanos, present = _date_time_text(series.astype("string"), zone)
+        else:
+            stamps = pd.to_datetime(series, errors="coerce")
+            present = stamps.notna().to_numpy()
+            if getattr(stamps.dtype, "tz", None) is None:  # wall times (Parquet TIMESTAMP_NTZ, dates)
+                wall = stamps.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+                nanos = _localize(wall, present, zone)
+            else:
+                nanos = stamps.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+                nanos = nanos.astype(np.int64)
+        values = np.where(present, nanos, 0) // per_chronon
+        return Times(values, present, np.zeros(n, dtype=bool), kind)
+    if is_text(series):  # integers exactly (epoch nanoseconds pass 2^53), other numbers through floats
+        integers, floats = number_values(series, "integer"), number_values(series, "float")
+        values = np.where(integers.present, integers.values, 0)
+        present = integers.present | (floats.present & ~integers.out_of_range & (np.abs(floats.values) < TIME_LIMIT))
+        whole = np.floor(np.where(floats.present, floats.values, 0))
+        fractional = present & ~integers.present & (whole != floats.values)
+        values = np.where(integers.present, values, np.clip(whole, -TIME_LIMIT, TIME_LIMIT).astype(np.int64))
+        return Times(np.where(present, values, 0), present, fractional, kind)
+    numbers = number_values(series, None)
+    values, present = numbers.values, numbers.present
+    if values.dtype.kind == "f":
+        present = present & (np.abs(values) < TIME_LIMIT)
+        whole = np.floor(np.where(present, values, 0))
+        return Times(whole.astype(np.int64), present, present & (whole != values), kind)
+    return Times(values, present, np.zeros(n, dtype=bool), kind)
+
+
+def _date_time_text(text: pd.Series, zone: str) -> tuple[np.ndarray, np.ndarray]:
+    """Nanoseconds since the epoch of date-time text (the contract's grammar), and which rows parsed."""
+    parts = text.str.extract(f"^{PATTERNS['date_time']}$")
+    parts = parts.where(text.str.fullmatch(PATTERNS["date_time"]).fillna(False), None)
+    year, month, day, hour, minute, second, fraction, offset = (parts[i] for i in range(8))
+    y, m, d, hh, mm, ss = (pd.to_numeric(c, errors="coerce").fillna(0).to_numpy(np.int64)
+                           for c in (year, month, day, hour, minute, second))  # fmt: skip
+    leap = ((y % 4 == 0) & (y % 100 != 0)) | (y % 400 == 0)
+    month_days = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)[np.clip(m - 1, 0, 11)]
+    month_days = month_days + ((m == 2) & leap)
+    valid = year.notna().to_numpy() & (m >= 1) & (m <= 12) & (d >= 1) & (d <= month_days)
+    valid &= (hh < 24) & (mm < 60) & (ss < 60)
+    digits = fraction.fillna("").str.ljust(9, "0").str.slice(0, 9)
+    sub = pd.to_numeric(digits.where(digits != "", "0"), errors="coerce").fillna(0).astype(np.int64).to_numpy()
+    seconds = (_days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000_000
+    wall = np.where(valid, seconds + sub, 0)
+    zoned = offset.notna().to_numpy() & valid
+    nanos = _localize(wall, valid & ~zoned, zone)
+    if zoned.any():
+        shift = np.array([_offset_seconds(z) for z in offset[zoned]], dtype=np.int64) * 1_000_000_000
+        nanos[zoned] = wall[zoned] - shift
+    return nanos, valid
+
+
+def tzinfo(zone: str) -> ZoneInfo | timezone:
+    """The tzinfo of a ``--timezone``: a region, UTC, or a fixed offset such as ``+01:00``."""
+    if re.fullmatch(r"[+-][0-9]{2}:[0-9]{2}", zone):
+        return timezone(timedelta(seconds=_offset_seconds(zone)))
+    return ZoneInfo(zone)
+
+
+def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Days since 1970-01-01 of proleptic Gregorian dates (the era arithmetic of H. Hinnant's date algorithms)."""
+    y = y - (m <= 2)
+    era = np.floor_divide(y, 400)
+    year_of_era = y - era * 400
+    day_of_year = (153 * (m + np.where(m > 2, -3, 9)) + 2) // 5 + d - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * 146_097 + day_of_era - 719_468
+
+
+def _offset_seconds(text: str) -> int:
+    if text == "Z":
+        return 0
+    sign = -1 if text[0] == "-" else 1
+    return sign * (int(text[1:3]) * 3600 + int(text[4:6]) * 60)
+
+
+def _localize(wall: np.ndarray, rows: np.ndarray, zone: str) -> np.ndarray:
+    """UTC nanoseconds of wall times in ``zone``, as Java resolves them (Spark's rules).
+
+    A wall time in a gap moves forward by the gap's length; one that occurs twice is the earlier
+    instant. Python's ``fold=0`` gives exactly that, so the rare rows pandas cannot place go through it.
+    """
+    out = wall.copy()
+    if not rows.any() or zone in ("UTC", "Z", "GMT", "Etc/UTC", "+00:00", "-00:00"):
+        return out
+    if re.fullmatch(r"[+-][0-9]{2}:[0-9]{2}", zone):
+        out[rows] = wall[rows] - _offset_seconds(zone) * 1_000_000_000
+        return out
+    index = pd.DatetimeIndex(wall[rows].view("datetime64[ns]"))
+    local = index.tz_localize(zone, ambiguous="NaT", nonexistent="NaT")
+    utc = local.tz_convert("UTC").tz_localize(None).to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    unplaced = np.flatnonzero(local.isna())
+    if len(unplaced):
+        tz = ZoneInfo(zone)
+        for i in unplaced:
+            nanos = int(wall[rows][i])
+            naive = datetime(1970, 1, 1) + timedelta(microseconds=nanos // 1000)
+            offset = naive.replace(tzinfo=tz, fold=0).utcoffset() or timedelta(0)
+            utc[i] = nanos - (offset // timedelta(microseconds=1)) * 1000
+    out[rows] = utc
+    return out
