@@ -1,17 +1,36 @@
 """The ``spanning`` command: ``run`` (the windowed job), ``generate-cdr``, ``tune-height``, ``bench``.
 
-User mistakes end with one ``error:`` line and exit code 2; ``--verbose`` shows the stack trace.
+User mistakes end with one ``spanning: error:`` line and exit code 2; other failures (bugs) with exit
+code 1. ``--verbose`` shows the stack trace and the warnings that are otherwise silenced. Optional
+extras (pyspark, the bench extra) are imported only by the subcommand that needs them.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from spanning.aggregates import parse_aggregate
+from spanning.bench.names import BENCH_MODULES, PRESET_NAMES
 from spanning.jobspec import RunConfig, UsageError, parse_duration
+
+QUIET_COMMANDS = ("run", "tune-height", "generate-cdr")  # their warnings show only with --verbose
+USER_ERRORS = ("UsageError", "SumOverflowError")  # exception names that mean a user mistake (exit 2)
+SPARK_NEEDED = "the Spark engine needs pyspark ({}): pip install 'spanning[spark]'"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one ``spanning: error:`` line for a bad command line (exit 2), not the usage text."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"spanning: error: {message} (see: {self.prog} --help)\n")
+
 
 EXAMPLE = """example:
   spanning run data/sample_cdr.csv --range 15m --slide 5m --ttp 2h --start start --end end \\
@@ -76,8 +95,12 @@ def _run_parser(sub) -> None:
         "(start of the first row in end order, as a stream would) or a time in chronons",
     )
     p.add_argument("--input-format", choices=["csv", "parquet", "json"], help="when the extension does not tell")
-    p.add_argument("--timezone", default="UTC", help="time zone of date-time text without one (default UTC)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    p.add_argument("--delimiter", default=",", help="CSV field separator (default ,)")
+    p.add_argument("--timezone", default="UTC",
+                   help="time zone of date-time text without one: a region such as Europe/Paris, UTC (default) "
+                   "or +01:00")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an output folder that spanning wrote, once the new output is complete")  # fmt: skip
     p.add_argument("--verbose", action="store_true", help="show stack traces and Spark warnings")
     p.set_defaults(handler=_run)
 
@@ -139,14 +162,16 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         timezone=args.timezone,
         partitions=args.partitions,
         sharing=args.sharing,
+        delimiter=args.delimiter,
     )
 
 
 def _run(args: argparse.Namespace) -> int:
-    from spanning.outputs import human_summary
+    from spanning.outputs import check_output, human_summary
     from spanning.registry import TECHNIQUES
 
     cfg = config_from_args(args)
+    check_output(cfg)  # a harmful --output fails at once, before Spark starts; the engines check again
     if cfg.technique not in TECHNIQUES:
         raise UsageError(f"unknown technique {cfg.technique!r}: available are {', '.join(sorted(TECHNIQUES))}")
     if cfg.swag is not None:
@@ -165,7 +190,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             from spark_jobs.run import run_spark
         except ImportError as err:
-            raise UsageError(f"the Spark engine needs pyspark ({err}): pip install 'spanning[spark]'") from err
+            raise UsageError(SPARK_NEEDED.format(err)) from err
         summary = run_spark(cfg, args.verbose)
     print(human_summary(summary))
     return 0
@@ -220,6 +245,8 @@ def _tune_parser(sub) -> None:
     p.add_argument("--master", help="Spark master URL for --engine spark")
     p.add_argument("--time-unit", default="s", choices=["s", "ms"])
     p.add_argument("--input-format", choices=["csv", "parquet", "json"])
+    p.add_argument("--delimiter", default=",", help="CSV field separator (default ,)")
+    p.add_argument("--timezone", default="UTC", help="time zone of date-time text without one (default UTC)")
     p.add_argument("--mu", type=float, help="synthetic: mean event length in chronons")
     p.add_argument("--sigma", type=float, default=10.0, help="synthetic: standard deviation (default 10)")
     p.add_argument("--events", type=int, default=100_000, help="synthetic: number of events, one per chronon")
@@ -243,13 +270,16 @@ def _tune_events(args: argparse.Namespace):
         raise UsageError("with INPUT, give --start and one of --end / --duration")
     cfg = RunConfig(inputs=args.inputs, range=1, slide=1, ttp=0, start=args.start, end=args.end,
                     duration=args.duration, engine=args.engine, master=args.master, time_unit=args.time_unit,
-                    input_format=args.input_format)  # fmt: skip
+                    input_format=args.input_format, delimiter=args.delimiter, timezone=args.timezone)  # fmt: skip
     if args.engine == "spark":
-        from spark_jobs.prepare import END, START, events, prepare, read_input
-        from spark_jobs.session import get_session
+        try:
+            from spark_jobs.prepare import END, START, events, load
+            from spark_jobs.session import get_session
+        except ImportError as err:
+            raise UsageError(SPARK_NEEDED.format(err)) from err
 
         spark = get_session(args.master, verbose=args.verbose)
-        sample = events(prepare(read_input(spark, cfg.inputs, cfg.input_format), cfg), "first")
+        sample = events(load(spark, cfg), "first")
         frame = sample.select(START, END).limit(max(args.sample, 200_000)).toPandas()
         return frame[START].to_numpy(np.int64), frame[END].to_numpy(np.int64)
     from spanning.local_run import event_times
@@ -290,10 +320,8 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _bench_parser(sub) -> None:
-    from spanning.bench.presets import PRESETS
-
     p = sub.add_parser("bench", help="measure the techniques side by side (seed 001 §6, SWAGs, DuckDB and Spark SQL)")
-    p.add_argument("presets", nargs="*", metavar="PRESET", help=f"any of {', '.join(PRESETS)} (default: all)")
+    p.add_argument("presets", nargs="*", metavar="PRESET", help=f"any of {', '.join(PRESET_NAMES)} (default: all)")
     p.add_argument("--quick", action="store_true", help="small runs: all presets in under two minutes")
     p.add_argument("--repeat", type=int, help="runs per measurement (default 3, 1 with --quick)")
     p.add_argument("--output", default="bench-results", help="folder for CSV/JSON/Markdown/PNG (default bench-results)")
@@ -306,16 +334,21 @@ def _bench(args: argparse.Namespace) -> int:
     import platform
     import time
 
-    from spanning.bench.presets import PRESETS, Setting
-    from spanning.bench.report import write
-
-    names = args.presets or list(PRESETS)
-    unknown = [n for n in names if n not in PRESETS]
+    names = args.presets or list(PRESET_NAMES)
+    unknown = [n for n in names if n not in PRESET_NAMES]
     if unknown:
-        raise UsageError(f"unknown preset {unknown[0]!r}: the presets are {', '.join(PRESETS)}")
+        raise UsageError(f"unknown preset {unknown[0]!r}: the presets are {', '.join(PRESET_NAMES)}")
     repeat = args.repeat or (1 if args.quick else 3)
     if repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    missing = [name for name in BENCH_MODULES if not _importable(name)]
+    if missing:
+        raise UsageError(
+            f"spanning bench needs the bench extra: pip install 'spanning[bench]' ({', '.join(missing)} missing)"
+        )
+    from spanning.bench.presets import PRESETS, Setting
+    from spanning.bench.report import write
+
     began = time.perf_counter()
 
     def progress(message: str) -> None:
@@ -341,8 +374,17 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spanning", description="Sliding-window aggregates over spanning events.")
+    parser = Parser(prog="spanning", description="Sliding-window aggregates over spanning events.")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
     _generate_parser(sub)
@@ -351,23 +393,74 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+@contextmanager
+def quiet_warnings(enabled: bool) -> Iterator[None]:
+    """Silence Python warnings (pandas, numpy, PySpark), here and in the Spark Python workers started meanwhile."""
+    if not enabled:
+        yield
+        return
+    before = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = "ignore"  # inherited by the JVM a run starts, and so by its Python workers
     try:
-        return args.handler(args)
-    except UsageError as err:
-        print(f"spanning: error: {err}", file=sys.stderr)
-        if args.verbose:
-            traceback.print_exc()
-        return 2
-    except Exception as err:  # a failure of the job itself: say what, show the trace only when asked
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        print(f"spanning: error: {type(err).__name__}: {first}", file=sys.stderr)
-        if args.verbose:
-            traceback.print_exc()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONWARNINGS", None)
         else:
-            print("spanning: run again with --verbose for the full trace", file=sys.stderr)
-        return 1
+            os.environ["PYTHONWARNINGS"] = before
+
+
+def _first_line(text: str) -> str:
+    lines = str(text).strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def describe_failure(err: BaseException) -> tuple[str, int]:
+    """The one line that tells what went wrong, and the exit code: 2 for a user mistake, 1 for a bug."""
+    import spanning.aggregates
+
+    if isinstance(err, UsageError):
+        return str(err), 2
+    overflow = getattr(spanning.aggregates, "SumOverflowError", None)
+    if isinstance(overflow, type) and isinstance(err, overflow):
+        return f"{type(err).__name__}: {_first_line(err)}", 2
+    from spark_jobs.errors import worker_error
+
+    found = worker_error(err)  # a failure inside a Spark Python worker: its own exception, not Spark's wrapper
+    if found is not None:
+        return found.line, 2 if found.name in USER_ERRORS else 1
+    if isinstance(err, OSError):
+        # a file that cannot be read or written, a full disk: the environment, not a bug
+        where = f": {err.filename}" if err.filename else ""
+        return (f"{err.strerror}{where}" if err.strerror else f"{type(err).__name__}: {_first_line(err)}"), 2
+    unreadable = type(err).__module__.startswith("pandas") and type(err).__name__ in ("ParserError", "EmptyDataError")
+    if unreadable or isinstance(err, UnicodeDecodeError):  # an input that is not the CSV it claims to be
+        return f"cannot read the input: {type(err).__name__}: {_first_line(err)}", 2
+    return f"{type(err).__name__}: {_first_line(err)}" if _first_line(err) else type(err).__name__, 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, or a bad command line (already reported in one line)
+        return 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 2
+    verbose = bool(getattr(args, "verbose", False))
+    with quiet_warnings(args.command in QUIET_COMMANDS and not verbose):
+        try:
+            return args.handler(args)
+        except KeyboardInterrupt:
+            print("spanning: interrupted", file=sys.stderr)
+            return 130
+        except Exception as err:
+            line, code = describe_failure(err)
+            print(f"spanning: error: {line}", file=sys.stderr)
+            if verbose:
+                traceback.print_exc()
+            elif code == 1:
+                print("spanning: run again with --verbose for the full trace", file=sys.stderr)
+            return code
 
 
 if __name__ == "__main__":
