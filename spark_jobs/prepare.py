@@ -92,25 +92,28 @@ def _matches(column: Column, name: str) -> Column:
     return column.rlike(java_pattern(name))
 
 
-def _text_stats(frame: DataFrame, columns: dict[str, Column]) -> dict[str, ColumnStats]:
-    """The counts of ``spanning.reader.column_kind`` for text columns, in one pass."""
+def _text_stats(frame: DataFrame, columns: dict[str, Column], full: set[str] | None = None) -> dict[str, ColumnStats]:
+    """The counts of ``spanning.reader.column_kind`` for text columns, in one pass.
+
+    Only the labels in ``full`` (all, if None) get every count; the others get what typing a plain
+    column needs (present, plain_integer), which saves regular expressions on wide CSV files.
+    """
     if not columns:
         return {}
     exprs = []
-    for i, column in enumerate(columns.values()):
+    for i, (label, column) in enumerate(columns.items()):
         flags = {
             "present": column.isNotNull(),
-            "integer": _matches(column, "integer"),
-            "number": _matches(column, "number"),
-            "nan": _matches(column, "nan"),
-            "date_time": _matches(column, "date_time"),
             "plain_integer": _matches(column, "plain_integer") & column.cast("long").isNotNull(),
         }
+        if full is None or label in full:
+            flags.update(integer=_matches(column, "integer"), number=_matches(column, "number"),
+                         nan=_matches(column, "nan"), date_time=_matches(column, "date_time"))  # fmt: skip
         exprs += [F.sum(F.when(flag, 1).otherwise(0)).alias(f"{name}_{i}") for name, flag in flags.items()]
-    row = frame.agg(*exprs).first()
+    row = frame.agg(*exprs).first().asDict()
     fields = ("present", "integer", "number", "nan", "date_time", "plain_integer")
     return {
-        label: ColumnStats(**{f: int(row[f"{f}_{i}"] or 0) for f in fields}) for i, label in enumerate(columns)
+        label: ColumnStats(**{f: int(row.get(f"{f}_{i}") or 0) for f in fields}) for i, label in enumerate(columns)
     }
 
 
@@ -189,8 +192,10 @@ def _plain(column: Column, dtype: T.DataType, kind: str) -> Column:
 def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False) -> Prepared:
     """Add ``_seq``, ``_start``, ``_end``, keys, engine-ready values and ``reason`` to the input rows."""
     original = list(frame.columns)
+    raw = {}  # counts of CSV columns as read: also the kinds of the time and value columns that stay text
     if csv:  # CSV text: columns of plain integers become long (nothing lost), the others stay text
-        stats = _text_stats(frame, {name: quoted(name) for name in original})
+        roles = {cfg.start, cfg.end, cfg.duration, *cfg.numeric_columns}
+        raw = stats = _text_stats(frame, {name: quoted(name) for name in original}, roles)
         frame = frame.select(*[_plain(quoted(n), T.StringType(), column_kind("plain", stats[n])).alias(n)
                                for n in original])  # fmt: skip
     start, start_type, _ = _expression(frame, cfg.start, "start")
@@ -212,16 +217,17 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False) -> Prepared:
     if missing:
         raise UsageError(f"unknown column {missing[0]!r} in --agg: the columns are {', '.join(original)}")
 
-    # one pass of counts over the text columns whose kind depends on their values
+    # counts over the text columns whose kind depends on their values (CSV columns have theirs already)
     text = {}
     if isinstance(start_type, T.StringType):
-        text["start"] = start
+        text["start"] = (cfg.start, start)
     if end is not None and isinstance(end_type, T.StringType):
-        text["end"] = end
+        text["end"] = (cfg.end, end)
     for name in cfg.numeric_columns:
         if isinstance(frame.schema[name].dataType, T.StringType):
-            text[f"value {name}"] = quoted(name)
-    stats = _text_stats(frame, text)
+            text[f"value {name}"] = (name, quoted(name))
+    stats = {label: raw[name] for label, (name, _) in text.items() if name in raw}
+    stats.update(_text_stats(frame, {label: column for label, (name, column) in text.items() if name not in raw}))
 
     kind = time_kinds(
         _time_kind(start_type, stats.get("start")), None if end is None else _time_kind(end_type, stats.get("end"))
