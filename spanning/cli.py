@@ -85,6 +85,9 @@ def _run_parser(sub) -> None:
     p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format")
     p.add_argument("--engine", default="spark", choices=["spark", "local"], help="spark (default) or local (pandas)")
     p.add_argument("--master", help="Spark master URL (default: what spark-submit sets, else local[*])")
+    p.add_argument("--plan", default="auto", choices=["auto", "explode", "range", "python"],
+                   help="Spark: how built-in aggregates are computed: auto (default: by the aggregates and the "
+                   "windows per event), explode or range (in the JVM), python (mapInPandas)")  # fmt: skip
     p.add_argument("--partitions", type=int, help="Spark partitions for the per-key stage (default: 2 per core)")
     p.add_argument("--time-unit", default="s", choices=["s", "ms"], help="chronon: second (default) or millisecond")
     p.add_argument("--empty-windows", default="skip", choices=["skip", "emit"], help="write windows with no event?")
@@ -163,6 +166,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         partitions=args.partitions,
         sharing=args.sharing,
         delimiter=args.delimiter,
+        plan=args.plan,
     )
 
 

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import functools
+import re
 import time
 from dataclasses import replace
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
+from spanning.aggregates import SumOverflowError
 from spanning.batch import window_labels
 from spanning.height import resolve_height
 from spanning.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.outputs import finish_output, output_folder
+from spark_jobs.plans import Choice, choose_plan, jvm_window_job, python_only
 from spark_jobs.prepare import END, REASON, SEQ, START, as_read, events, load, quoted
 from spark_jobs.session import get_session
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
 
 HEIGHT_SAMPLE = 200_000  # events measured for --height auto
+PLAN_SAMPLE = 50_000  # events measured for --plan auto
 
 
 def to_time(column, cfg: RunConfig, is_timestamp: bool):
@@ -27,8 +31,8 @@ def to_time(column, cfg: RunConfig, is_timestamp: bool):
     return F.timestamp_millis(column) if cfg.time_unit == "ms" else F.timestamp_seconds(column)
 
 
-def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
-    """(prepared rows, windows, late events, rejected rows) as lazy DataFrames; prepared is persisted."""
+def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame, list[Choice]]:
+    """(prepared rows, windows, late events, rejected rows, plans) as lazy DataFrames; prepared is persisted."""
     prepared = load(spark, cfg)
     prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
     if cfg.height == "auto":  # Table 4's cost model on the sizes of (a sample of) the events
@@ -37,17 +41,18 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
         groups = sample.groupby(prepared.keys, sort=False, dropna=False).ngroup().to_numpy() if keys else None
         cfg.height = resolve_height("auto", cfg.technique, cfg.spec, (sample[START], sample[END], groups))
     rows = events(prepared, cfg.series_start)
-    if cfg.windows:  # several specs: one job each (the vectorised batch path shares nothing), tagged and unioned
-        labels = window_labels(cfg.specs)
-        parts = [
-            window_job(
-                rows, prepared, replace(cfg, windows=[], range=s.range, slide=s.slide), cfg.series_start != "first"
-            ).withColumn("window", F.lit(label))
-            for s, label in zip(cfg.specs, labels, strict=True)
-        ]
-        out = functools.reduce(lambda a, b: a.unionByName(b), parts)
-    else:
-        out = window_job(rows, prepared, cfg, series_start=cfg.series_start != "first")
+    specs = [replace(cfg, windows=[], range=s.range, slide=s.slide) for s in cfg.specs] if cfg.windows else [cfg]
+    sample = rows.select(START, END).limit(PLAN_SAMPLE) if cfg.plan == "auto" and not python_only(cfg) else None
+    choices = [choose_plan(spec, prepared, sample) for spec in specs]
+    parts = [
+        window_job(rows, prepared, spec, series_start=cfg.series_start != "first")
+        if choice.plan == "python"
+        else jvm_window_job(rows, prepared, spec, choice.plan, str(cfg.series_start))
+        for spec, choice in zip(specs, choices, strict=True)
+    ]
+    if cfg.windows:  # several specs: one job each (the batch plans share nothing), tagged and unioned
+        parts = [p.withColumn("window", F.lit(label)) for p, label in zip(parts, window_labels(cfg.specs), strict=True)]
+    out = functools.reduce(lambda a, b: a.unionByName(b), parts)
     out = out.persist(StorageLevel.MEMORY_AND_DISK)
     tag = [F.col("window")] if cfg.windows else []
     windows = out.where(F.col(LATE_SEQ).isNull())
@@ -63,7 +68,7 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
     late_ids = out.where(F.col(LATE_SEQ).isNotNull()).select(F.col(LATE_SEQ).alias(SEQ), *tag, F.col(MISSED))
     late = prepared.rows.join(late_ids, SEQ).select(*as_read(prepared), *tag, F.col(MISSED).alias("windows_missed"))
     rejected = prepared.rows.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
-    return prepared.rows, windows, late, rejected
+    return prepared.rows, windows, late, rejected, choices
 
 
 def write(frame: DataFrame, path: str, fmt: str) -> None:
@@ -78,20 +83,30 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     """Run the job and write its outputs; returns the summary."""
     began = time.perf_counter()
     spark = get_session(cfg.master, cfg.timezone, verbose, cfg.partitions)
-    rows, windows, late, rejected = compute(spark, cfg)  # every user mistake shows here, before any output
+    rows, windows, late, rejected, choices = compute(spark, cfg)  # user mistakes show here, before any output
     with output_folder(cfg) as output:
-        counts = rows.agg(F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected")).first()
-        write(windows, str(output / "windows"), cfg.format)
-        write(rejected, str(output / "rejected"), cfg.format)
-        write(late, str(output / "late"), cfg.format)
-        reader = spark.read.format(cfg.format).option("header", True)
+        written = {}
+        for name, frame in (("windows", windows), ("rejected", rejected), ("late", late)):
+            observed = Observation(name)  # counted while written: no second pass over the output
+            try:
+                write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name), cfg.format)
+            except Exception as err:  # an overflowing sum stops a JVM plan with raise_error: the same error as Python
+                overflow = re.search(r"integer sum of column '(.+?)' exceeds the 64-bit range", str(err))
+                if overflow is None:
+                    raise
+                raise SumOverflowError(overflow.group(1)) from None
+            written[name] = observed.get["rows"]
+        counts = rows.agg(F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected")).first()  # cached rows
+        if counts["rejected"] != written["rejected"]:
+            raise RuntimeError(f"rejected rows counted {counts['rejected']} but written {written['rejected']}")
         return finish_output(
             cfg,
             output,
             rows_read=counts["read"],
             rejected=counts["rejected"],
-            late=reader.load(str(output / "late")).count(),
-            windows=reader.load(str(output / "windows")).count(),
+            late=written["late"],
+            windows=written["windows"],
             seconds=time.perf_counter() - began,
             spark_master=spark.sparkContext.master,
+            plans=[vars(c) for c in choices],
         )
