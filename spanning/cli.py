@@ -212,6 +212,7 @@ def _generate_parser(sub) -> None:
     p.add_argument("--data-share", type=float, default=0.1, help="share of long data sessions")
     p.add_argument("--sms-share", type=float, default=0.15, help="share of SMS (zero-duration records)")
     p.add_argument("--bad-share", type=float, default=0.0, help="share of unusable rows (for rejected/)")
+    p.add_argument("--overwrite", action="store_true", help="replace the file if it exists")
     p.add_argument("--verbose", action="store_true")
     p.set_defaults(handler=_generate)
 
@@ -221,6 +222,9 @@ def _generate(args: argparse.Namespace) -> int:
 
     if args.rows < 0 or not 0 <= args.data_share + args.sms_share <= 1 or not 0 <= args.bad_share <= 1:
         raise UsageError("--rows must be >= 0 and the shares between 0 and 1")
+    if Path(args.output).exists() and not (args.overwrite and Path(args.output).is_file()):
+        raise UsageError(f"{args.output} exists: give --overwrite to replace the file" if Path(args.output).is_file()
+                         else f"{args.output} exists and is not a file")  # fmt: skip
     frame = generate_cdr(
         args.rows, seed=args.seed, cells=args.cells, subscribers=args.subscribers, start=args.start,
         days=args.days, data_share=args.data_share, sms_share=args.sms_share, bad_share=args.bad_share,
@@ -282,7 +286,7 @@ def _tune_events(args: argparse.Namespace):
         except ImportError as err:
             raise UsageError(SPARK_NEEDED.format(err)) from err
 
-        spark = get_session(args.master, verbose=args.verbose)
+        spark = get_session(args.master, args.timezone, verbose=args.verbose)
         sample = events(load(spark, cfg), "first")
         frame = sample.select(START, END).limit(max(args.sample, 200_000)).toPandas()
         return frame[START].to_numpy(np.int64), frame[END].to_numpy(np.int64)

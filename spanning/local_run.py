@@ -94,11 +94,8 @@ def prepare_local(cfg: RunConfig) -> Prepared:
     if cfg.point_events:
         end_value, end_present, end_fraction = start.values, start.present, np.zeros(n, dtype=bool)
     elif cfg.duration is not None:
-        column = _column(frame, cfg.duration, "duration")
-        length = number_values(column, "float" if is_text(column) else None)
-        end_present = length.present & (np.abs(length.values) < 2.0**62)
-        whole = np.floor(np.where(end_present, length.values, 0)).astype(np.int64)
-        end_value, end_fraction = start.values + whole, end_present & (whole != length.values)
+        length = time_chronons(_column(frame, cfg.duration, "duration"), "number", cfg.time_unit, cfg.timezone)
+        end_value, end_present, end_fraction = start.values + length.values, length.present, length.fractional
     else:
         end = time_chronons(end_col, kind, cfg.time_unit, cfg.timezone)
         end_value, end_present, end_fraction = end.values, end.present, end.fractional
@@ -225,13 +222,14 @@ def _arrow(part: pd.DataFrame) -> pa.Table:
 
 def _iso_times(stamps: pd.Series, zone: str) -> list[str | None]:
     """``2024-03-04T10:00:00Z`` / ``…+01:00``: the instant in ``zone``, as Spark's CSV writer is told to write."""
-    local = stamps.dt.tz_convert(tzinfo(zone))
+    naive = stamps.dt.tz is None  # wall times (TIMESTAMP_NTZ): written without an offset, as Spark does
+    local = stamps if naive else stamps.dt.tz_convert(tzinfo(zone))
     out = []
     for stamp in local:
         if stamp is pd.NaT or stamp is None:
             out.append(None)
             continue
         text = stamp.strftime("%Y-%m-%dT%H:%M:%S")
-        offset = stamp.strftime("%z")
-        out.append(text + ("Z" if offset in ("+0000", "") else f"{offset[:3]}:{offset[3:]}"))
+        offset = "" if naive else stamp.strftime("%z")
+        out.append(text + ("" if naive else "Z" if offset == "+0000" else f"{offset[:3]}:{offset[3:]}"))
     return out

@@ -61,9 +61,9 @@ def _refuse(output: str, why: str) -> UsageError:
 
 def _pattern(text: str) -> tuple[Path, list[str]]:
     """An input path or glob as (resolved folder before the first wildcard, remaining pattern parts)."""
-    parts = Path(os.path.abspath(os.path.expanduser(text))).parts
+    parts = Path(os.path.expanduser(text)).parts  # no abspath: ".." after a symbolic link is resolved, not cut
     first = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
-    return Path(*parts[:first]).resolve(), list(parts[first:])
+    return Path(*parts[:first]).resolve() if first else Path.cwd().resolve(), list(parts[first:])
 
 
 def _input_conflict(output: str, final: Path, inputs: list[str]) -> UsageError | None:

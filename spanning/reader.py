@@ -34,11 +34,13 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
 
+from spanning.aggregates import INT64_MAX, INT64_MIN
 from spanning.jobspec import CHRONON_MS, CORRUPT_RECORD, INPUT_FORMATS, UsageError
 
 __all__ = [
@@ -57,10 +59,10 @@ __all__ = [
 ]
 
 # The grammar of text values, in the common subset of Python's ``re`` and Java's regex (Spark's rlike).
+OFFSET = r"[+-](?:(?:0[0-9]|1[0-7]):[0-5][0-9]|18:00)"  # a fixed UTC offset, within Java's ±18:00
 _DATE_TIME = (
     r"[ ]*([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})"
-    r"(?:[ T]([0-9]{1,2}):([0-9]{1,2})(?::([0-9]{1,2})(?:\.([0-9]{1,9}))?)?)?"
-    r"[ ]*(Z|[+-][0-9]{2}:[0-9]{2})?[ ]*"
+    r"(?:[ T]([0-9]{1,2}):([0-9]{1,2})(?::([0-9]{1,2})(?:\.([0-9]{1,9}))?)?[ ]*(Z|" + OFFSET + r")?)?[ ]*"
 )
 PATTERNS = {
     "integer": r"[ ]*[+-]?[0-9]+[ ]*",
@@ -70,7 +72,7 @@ PATTERNS = {
     "date_time": _DATE_TIME,
 }
 _COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
-INT64 = (-(2**63), 2**63 - 1)
+INT64 = (INT64_MIN, INT64_MAX)
 TIME_LIMIT = 2.0**62  # epoch numbers beyond this are not times (and would not fit once scaled)
 
 
@@ -90,12 +92,8 @@ class ColumnStats:
     present: int = 0  # non-null values
     integer: int = 0
     number: int = 0  # integers included
-    nan: int = 0
     date_time: int = 0
     plain_integer: int = 0  # plain integers that fit in 64 bits
-
-
-ROLES = ("time", "value", "plain")
 
 
 def column_kind(role: str, stats: ColumnStats) -> str | None:
@@ -129,9 +127,11 @@ def time_kinds(start: str | None, end: str | None) -> str:
 
 def check_timezone(name: str) -> str:
     """A time zone both engines understand: a region (Europe/Paris), UTC, or an offset such as +01:00."""
-    if re.fullmatch(r"[+-][0-9]{2}:[0-9]{2}", name):
+    if re.fullmatch(OFFSET, name) or name in ("UTC", "GMT"):
         return name
-    try:
+    try:  # region ids (Area/City), as Java knows them; not the tz database's own files (localtime, posix/...)
+        if "/" not in name or name.split("/")[0] in ("posix", "right", "Etc") and name != "Etc/UTC":
+            raise ValueError(name)
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise UsageError(f"unknown --timezone {name!r}: give a region such as Europe/Paris, UTC or +01:00") from None
@@ -209,6 +209,9 @@ def input_files(paths: list[str], given_format: str | None = None, delimiter: st
         mixed = ", ".join(f"{fmt} ({os.path.basename(p)})" for fmt, p in formats.items())
         raise UsageError(f"the inputs mix file formats: {mixed}; run one format at a time")
     fmt = next(iter(formats))
+    if fmt == "parquet":
+        for path in files:
+            _check_parquet(path)
     columns = None
     if fmt == "csv":
         for path in files:
@@ -226,6 +229,20 @@ def input_files(paths: list[str], given_format: str | None = None, delimiter: st
                 if not any(line.strip() for line in handle):
                     raise UsageError(f"input file {path} is empty")
     return Inputs(files, fmt, columns, delimiter)
+
+
+def _check_parquet(path: str) -> None:
+    """A Parquet file both engines can read: readable, and no timestamps in nanoseconds (Spark refuses them)."""
+    import pyarrow.parquet
+
+    try:
+        schema = pyarrow.parquet.read_schema(path)
+    except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
+        raise UsageError(f"cannot read {path} as Parquet: {str(err).strip().splitlines()[0]}") from None
+    for field in schema:
+        if getattr(field.type, "unit", None) == "ns" and str(field.type).startswith("timestamp"):
+            raise UsageError(f"{path}: column {field.name!r} holds timestamps in nanoseconds, which Spark cannot "
+                             "read: write it in microseconds (pandas: df.to_parquet(..., coerce_timestamps='us'))")
 
 
 def _csv_header(path: str, delimiter: str) -> list[str]:
@@ -281,7 +298,7 @@ def _read_file(path: str, inputs: Inputs) -> pd.DataFrame:
     if inputs.format == "csv":
         try:
             frame = pd.read_csv(path, sep=inputs.delimiter, dtype=str, keep_default_na=False, na_values=[""],
-                                encoding="utf-8-sig", header=0)  # fmt: skip
+                                encoding="utf-8-sig", header=0, index_col=False)  # fmt: skip
         except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
             first = str(err).strip().splitlines()[0]
             raise UsageError(f"cannot read {path} as CSV: {first}") from None
@@ -329,7 +346,7 @@ def _json_column(values: list) -> object:
     kinds = {type(v) for v in values if v is not None}
     if kinds == {bool}:
         return pd.array(values, dtype="boolean")
-    if kinds == {int}:
+    if kinds == {int} and all(INT64_MIN <= v <= INT64_MAX for v in values if v is not None):
         return pd.array(values, dtype="Int64")
     if kinds <= {int, float} and kinds:
         return pd.array([None if v is None else float(v) for v in values], dtype="Float64")
@@ -354,7 +371,6 @@ def text_stats(series: pd.Series) -> ColumnStats:
         present=int(present.sum()),
         integer=int(integer.sum()),
         number=int(_text_mask(text, "number").sum()),
-        nan=int(_text_mask(text, "nan").sum()),
         date_time=int(_text_mask(text, "date_time").sum()),
         plain_integer=int(plain.sum()),
     )
@@ -411,7 +427,7 @@ def number_values(series: pd.Series, kind: str | None) -> Numbers:
     if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_integer_dtype(dtype):
         present = series.notna().to_numpy()
         if dtype.kind == "u" and dtype.itemsize == 8:  # unsigned 64-bit values beyond int64 do not fit
-            big = present & (series.to_numpy(dtype=np.float64, na_value=0) > INT64[1])
+            big = present & (series.to_numpy(dtype=np.uint64, na_value=0) > np.uint64(INT64_MAX))
             values = np.where(big, 0, series.to_numpy(dtype=np.uint64, na_value=0)).astype(np.int64)
             return Numbers(values, present & ~big, none, big, none)
         return Numbers(series.to_numpy(dtype=np.int64, na_value=0), present, none, none, none)
@@ -420,8 +436,14 @@ def number_values(series: pd.Series, kind: str | None) -> Numbers:
         infinite = np.isinf(floats)
         present = ~np.isnan(floats) & ~infinite
         return Numbers(np.where(present, floats, 0.0), present, none, none, infinite)
-    # anything else (decimals, mixed objects): Python numbers where they are numbers
+    # anything else (decimals, booleans with nulls, mixed objects): Python numbers where they are numbers
     values = series.to_numpy(dtype=object)
+    present = [v for v in values if v is not None and v is not pd.NA]
+    integral = all(isinstance(v, bool) or (isinstance(v, Decimal) and v.is_finite() and v.as_tuple().exponent >= 0
+                                           and INT64_MIN <= v <= INT64_MAX) for v in present)  # fmt: skip
+    if present and integral:  # as Spark reads booleans and DECIMAL(p, 0) with p <= 18: 64-bit integers
+        ints = np.array([0 if v is None or v is pd.NA else int(v) for v in values], dtype=np.int64)
+        return Numbers(ints, ~pd.isna(series).to_numpy(), none, none, none)
     floats = np.zeros(n, dtype=np.float64)
     present, garbage = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     for i, v in enumerate(values):
@@ -453,7 +475,6 @@ class Times:
     values: np.ndarray
     present: np.ndarray
     fractional: np.ndarray
-    kind: str  # number or date_time
 
 
 def time_kind_of(series: pd.Series) -> str | None:
@@ -473,42 +494,47 @@ def time_kind_of(series: pd.Series) -> str | None:
 
 
 def time_chronons(series: pd.Series, kind: str, unit: str, zone: str) -> Times:
-    """A time column as chronons under the contract: date-times in ``zone`` unless they carry a zone."""
+    """A time column as chronons under the contract: date-times in ``zone`` unless they carry a zone.
+
+    Date-times are held in microseconds since the epoch, as Spark holds them (years 1 to 9999).
+    """
     n = len(series)
-    per_chronon = 1_000_000 * CHRONON_MS[unit]  # nanoseconds per chronon
+    per_chronon = 1000 * CHRONON_MS[unit]  # microseconds per chronon
     if kind == "date_time":
         if is_text(series):
-            nanos, present = _date_time_text(series.astype("string"), zone)
+            micros, present = _date_time_text(series.astype("string"), zone)
         else:
             stamps = pd.to_datetime(series, errors="coerce")
             present = stamps.notna().to_numpy()
             if getattr(stamps.dtype, "tz", None) is None:  # wall times (Parquet TIMESTAMP_NTZ, dates)
-                wall = stamps.to_numpy(dtype="datetime64[ns]").astype(np.int64)
-                nanos = _localize(wall, present, zone)
+                wall = stamps.to_numpy(dtype="datetime64[us]").astype(np.int64)
+                micros = _localize(wall, present, zone)
             else:
-                nanos = stamps.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
-                nanos = nanos.astype(np.int64)
-        values = np.where(present, nanos, 0) // per_chronon
-        return Times(values, present, np.zeros(n, dtype=bool), kind)
+                micros = stamps.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[us]")
+                micros = micros.astype(np.int64)
+        values = np.where(present, micros, 0) // per_chronon
+        return Times(values, present, np.zeros(n, dtype=bool))
     if is_text(series):  # integers exactly (epoch nanoseconds pass 2^53), other numbers through floats
         integers, floats = number_values(series, "integer"), number_values(series, "float")
-        values = np.where(integers.present, integers.values, 0)
-        present = integers.present | (floats.present & ~integers.out_of_range & (np.abs(floats.values) < TIME_LIMIT))
-        whole = np.floor(np.where(floats.present, floats.values, 0))
-        fractional = present & ~integers.present & (whole != floats.values)
-        values = np.where(integers.present, values, np.clip(whole, -TIME_LIMIT, TIME_LIMIT).astype(np.int64))
-        return Times(np.where(present, values, 0), present, fractional, kind)
+        present = integers.present | (floats.present & ~integers.out_of_range)
+        whole = _whole_chronons(np.where(integers.present, 0.0, floats.values), present & ~integers.present)
+        values = np.where(integers.present, integers.values, whole.values)
+        return Times(values, integers.present | whole.present, whole.fractional)
     numbers = number_values(series, None)
-    values, present = numbers.values, numbers.present
-    if values.dtype.kind == "f":
-        present = present & (np.abs(values) < TIME_LIMIT)
-        whole = np.floor(np.where(present, values, 0))
-        return Times(whole.astype(np.int64), present, present & (whole != values), kind)
-    return Times(values, present, np.zeros(n, dtype=bool), kind)
+    if numbers.values.dtype.kind == "f":
+        return _whole_chronons(numbers.values, numbers.present)
+    return Times(numbers.values, numbers.present, np.zeros(n, dtype=bool))
+
+
+def _whole_chronons(values: np.ndarray, present: np.ndarray) -> Times:
+    """Floating-point times (or durations) as whole chronons: floor, fractional flagged, huge ones absent."""
+    present = present & (np.abs(values) < TIME_LIMIT)
+    whole = np.floor(np.where(present, values, 0))
+    return Times(whole.astype(np.int64), present, present & (whole != values))
 
 
 def _date_time_text(text: pd.Series, zone: str) -> tuple[np.ndarray, np.ndarray]:
-    """Nanoseconds since the epoch of date-time text (the contract's grammar), and which rows parsed."""
+    """Microseconds since the epoch of date-time text (the contract's grammar), and which rows parsed."""
     parts = text.str.extract(f"^{PATTERNS['date_time']}$")
     parts = parts.where(text.str.fullmatch(PATTERNS["date_time"]).fillna(False), None)
     year, month, day, hour, minute, second, fraction, offset = (parts[i] for i in range(8))
@@ -517,23 +543,23 @@ def _date_time_text(text: pd.Series, zone: str) -> tuple[np.ndarray, np.ndarray]
     leap = ((y % 4 == 0) & (y % 100 != 0)) | (y % 400 == 0)
     month_days = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)[np.clip(m - 1, 0, 11)]
     month_days = month_days + ((m == 2) & leap)
-    valid = year.notna().to_numpy() & (m >= 1) & (m <= 12) & (d >= 1) & (d <= month_days)
+    valid = year.notna().to_numpy() & (y >= 1) & (m >= 1) & (m <= 12) & (d >= 1) & (d <= month_days)
     valid &= (hh < 24) & (mm < 60) & (ss < 60)
-    digits = fraction.fillna("").str.ljust(9, "0").str.slice(0, 9)
+    digits = fraction.fillna("").str.ljust(6, "0").str.slice(0, 6)  # Spark keeps microseconds
     sub = pd.to_numeric(digits.where(digits != "", "0"), errors="coerce").fillna(0).astype(np.int64).to_numpy()
-    seconds = (_days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000_000
+    seconds = (_days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000
     wall = np.where(valid, seconds + sub, 0)
     zoned = offset.notna().to_numpy() & valid
-    nanos = _localize(wall, valid & ~zoned, zone)
+    micros = _localize(wall, valid & ~zoned, zone)
     if zoned.any():
-        shift = np.array([_offset_seconds(z) for z in offset[zoned]], dtype=np.int64) * 1_000_000_000
-        nanos[zoned] = wall[zoned] - shift
-    return nanos, valid
+        shift = np.array([_offset_seconds(z) for z in offset[zoned]], dtype=np.int64) * 1_000_000
+        micros[zoned] = wall[zoned] - shift
+    return micros, valid
 
 
 def tzinfo(zone: str) -> ZoneInfo | timezone:
     """The tzinfo of a ``--timezone``: a region, UTC, or a fixed offset such as ``+01:00``."""
-    if re.fullmatch(r"[+-][0-9]{2}:[0-9]{2}", zone):
+    if re.fullmatch(OFFSET, zone):
         return timezone(timedelta(seconds=_offset_seconds(zone)))
     return ZoneInfo(zone)
 
@@ -556,27 +582,26 @@ def _offset_seconds(text: str) -> int:
 
 
 def _localize(wall: np.ndarray, rows: np.ndarray, zone: str) -> np.ndarray:
-    """UTC nanoseconds of wall times in ``zone``, as Java resolves them (Spark's rules).
+    """UTC microseconds of wall times (microseconds) in ``zone``, as Java resolves them (Spark's rules).
 
     A wall time in a gap moves forward by the gap's length; one that occurs twice is the earlier
     instant. Python's ``fold=0`` gives exactly that, so the rare rows pandas cannot place go through it.
+    The zone is a ``zoneinfo`` one (pytz stops daylight saving in 2037 and rounds old offsets).
     """
     out = wall.copy()
-    if not rows.any() or zone in ("UTC", "Z", "GMT", "Etc/UTC", "+00:00", "-00:00"):
+    if not rows.any() or zone in ("UTC", "GMT", "Etc/UTC"):
         return out
-    if re.fullmatch(r"[+-][0-9]{2}:[0-9]{2}", zone):
-        out[rows] = wall[rows] - _offset_seconds(zone) * 1_000_000_000
+    if re.fullmatch(OFFSET, zone):
+        out[rows] = wall[rows] - _offset_seconds(zone) * 1_000_000
         return out
-    index = pd.DatetimeIndex(wall[rows].view("datetime64[ns]"))
-    local = index.tz_localize(zone, ambiguous="NaT", nonexistent="NaT")
-    utc = local.tz_convert("UTC").tz_localize(None).to_numpy(dtype="datetime64[ns]").astype(np.int64)
-    unplaced = np.flatnonzero(local.isna())
-    if len(unplaced):
-        tz = ZoneInfo(zone)
-        for i in unplaced:
-            nanos = int(wall[rows][i])
-            naive = datetime(1970, 1, 1) + timedelta(microseconds=nanos // 1000)
-            offset = naive.replace(tzinfo=tz, fold=0).utcoffset() or timedelta(0)
-            utc[i] = nanos - (offset // timedelta(microseconds=1)) * 1000
+    tz = ZoneInfo(zone)
+    index = pd.DatetimeIndex(wall[rows].astype("datetime64[us]"))
+    local = index.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
+    utc = local.tz_convert("UTC").tz_localize(None).to_numpy(dtype="datetime64[us]").astype(np.int64)
+    for i in np.flatnonzero(local.isna()):
+        micros = int(wall[rows][i])
+        naive = datetime(1970, 1, 1) + timedelta(microseconds=micros)
+        offset = naive.replace(tzinfo=tz, fold=0).utcoffset() or timedelta(0)
+        utc[i] = micros - offset // timedelta(microseconds=1)
     out[rows] = utc
     return out

@@ -1,42 +1,48 @@
 """The Spark job against the Spark SQL query users would write instead (explode into windows, group by).
 
-Both start from the same prepared events (read and validated once, cached). δ is longer than the
-longest call and the series start is "earliest", so both must give identical windows; that is checked
-before any time is reported. Used by ``spanning bench --preset peers`` and ``bench/bench_spark_job.py``.
+Both read the same Parquet file of generated CDRs. δ is longer than the longest call and the series
+start is "earliest", so both must give identical windows; that is checked before any time is reported.
+Used by ``spanning bench peers`` and ``bench/bench_spark_job.py``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pyspark import StorageLevel
-from pyspark.sql import functions as F
+import pandas as pd
 
-from spanning.bench.measure import repeated
 from spanning.cdr import generate_cdr
 from spanning.jobspec import RunConfig
-from spark_jobs.prepare import END, START, events, load
+from spark_jobs.prepare import END, START
+from spark_jobs.run import compute
 from spark_jobs.session import get_session
-from spark_jobs.windowed import LATE_SEQ, window_job
 
 AGGS = ["count", "sum:bytes", "max:duration"]
 COLUMNS = ["cell", "window_start", "window_end", "count", "sum_bytes", "max_duration"]
+SHAPES = [(900, 300), (900, 60), (3600, 60)]  # ω / β: about 3.5, 16 and 60 windows per call
+AGG_SETS = {"count+sum+max": AGGS, "count+sum": AGGS[:2]}
+SQL_AGGS = {"count": "count(*) AS count", "sum:bytes": "sum(bytes) AS sum_bytes",
+            "max:duration": "max(duration) AS max_duration"}  # fmt: skip
 
 
-def sql_query(view: str, cfg: RunConfig) -> str:
+def sql_query(view: str, cfg: RunConfig, start: str = START, end: str = END) -> str:
+    """The query a user writes: explode each call into the windows it overlaps, then group by cell and window."""
     w, s, o = cfg.range, cfg.slide, cfg.offset
+    aggregates = ", ".join(SQL_AGGS[a] for a in cfg.aggregates)
     return f"""
-        SELECT cell, k * {s} + {o} AS window_start, k * {s} + {o} + {w} AS window_end,
-               count(*) AS count, sum(bytes) AS sum_bytes, max(duration) AS max_duration
+        SELECT cell, k * {s} + {o} AS window_start, k * {s} + {o} + {w} AS window_end, {aggregates}
         FROM (
             SELECT cell, bytes, duration,  -- a record with end = start is the point event [start, start + 1)
                    explode(sequence(
-                       floor(({START} - {o} - {w}) / {s}) + 1,
-                       floor((greatest({END}, {START} + 1) - 1 - {o}) / {s})
+                       floor(({start} - {o} - {w}) / {s}) + 1,
+                       floor((greatest({end}, {start} + 1) - 1 - {o}) / {s})
                    )) AS k
             FROM {view}
         )
@@ -45,42 +51,67 @@ def sql_query(view: str, cfg: RunConfig) -> str:
 
 
 def cdr_file(rows: int) -> Path:
-    """A generated CDR CSV of ``rows`` rows (7 days, 200 cells), cached in the temp folder."""
-    path = Path(tempfile.gettempdir()) / f"spanning-bench-cdr-{rows}.csv"
+    """Generated CDRs (7 days, 200 cells) as Parquet with timestamp and integer columns, cached in the temp folder."""
+    path = Path(tempfile.gettempdir()) / f"spanning-bench-cdr-{rows}.parquet"
     if not path.exists():
-        generate_cdr(rows, seed=11, days=7).to_csv(path, index=False)
+        frame = generate_cdr(rows, seed=11, days=7)
+        for column in ("start", "end"):
+            frame[column] = pd.to_datetime(frame[column]).astype("datetime64[us]").dt.tz_localize("UTC")
+        frame["bytes"] = pd.to_numeric(frame["bytes"]).astype("Int64")
+        frame.to_parquet(path, index=False)
     return path
 
 
-def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print, master: str | None = None):
-    """Records (wall time median/spread of writing each result to a no-op sink) and agreement, β = 1m and 5m."""
+def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print, master: str | None = None,
+                 shapes=SHAPES, agg_sets=None, sink: str = "parquet"):  # fmt: skip
+    """The planned job against the hand-written SQL, interleaved (job, SQL, job, SQL, ...), one Spark session.
+
+    Both read the same Parquet file and write ``sink`` (parquet into the temp folder, or noop). δ is longer
+    than the longest call and the series start is "earliest", so both must give identical windows: checked
+    before any time is reported. Returns (records, agreement).
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = get_session(master)
     path = str(cdr_file(rows))
-    probe = RunConfig(inputs=[path], range=900, slide=60, start="start", end="end", keys=["cell"], ttp=0)
-    longest = events(load(spark, probe), "first").agg(F.max(F.col(END) - F.col(START)))
-    ttp = int(longest.first()[0]) + 1
+    spark.read.parquet(path).createOrReplaceTempView("cdr")
+    longest = spark.sql("SELECT max(unix_seconds(end) - unix_seconds(start)) FROM cdr").first()[0]
+    ttp = int(longest) + 1
+    raw = "(SELECT cell, bytes, duration, unix_seconds(start) AS s, unix_seconds(end) AS e FROM cdr)"
+    out = Path(tempfile.mkdtemp(prefix="spanning-bench-out-"))
     records, agreement = [], {}
-    for slide in (60, 300):
-        cfg = RunConfig(inputs=[path], range=900, slide=slide, ttp=ttp, start="start", end="end", keys=["cell"],
-                        aggregates=AGGS)  # fmt: skip
-        prepared = load(spark, cfg)
-        cached = events(prepared, "earliest").persist(StorageLevel.MEMORY_ONLY)
-        cached.count()
-        cached.withColumnsRenamed({v: c for c, v in prepared.values.items()}).createOrReplaceTempView("calls")
-        job = window_job(cached, prepared, cfg, series_start=True).where(F.col(LATE_SEQ).isNull())
-        job = job.where(F.col("__events") > 0).select(*COLUMNS)
-        sql = spark.sql(sql_query("calls", cfg))
-        got = job.toPandas().sort_values(["cell", "window_start"]).reset_index(drop=True)
-        want = sql.toPandas().sort_values(["cell", "window_start"]).reset_index(drop=True)
-        same = len(got) == len(want) and (got["cell"] == want["cell"]).all()
-        numbers = [got[COLUMNS[1:]].astype("int64").to_numpy(), want[COLUMNS[1:]].astype("int64").to_numpy()]
-        agreement[f"Spark job == Spark SQL β={slide}"] = bool(same and (numbers[0] == numbers[1]).all())
-        for name, frame in (("Spark job", job), ("Spark SQL explode+group-by", sql)):
-            progress(f"peers {name} β={slide}")
-            _, summary = repeated(frame.write.format("noop").mode("overwrite").save, repeat)
-            speed = rows / summary["seconds_median"]
-            records.append({"preset": "peers", "slide": slide, "rows": rows, "technique": name, "events": rows,
-                            "windows": len(got), "events_per_s": speed, **summary})  # fmt: skip
-        cached.unpersist()
+    for range_, slide in shapes:
+        for agg_name, aggs in (agg_sets or AGG_SETS).items():
+            cfg = RunConfig(inputs=[path], range=range_, slide=slide, ttp=ttp, start="start", end="end",
+                            keys=["cell"], aggregates=aggs, plan="auto")  # fmt: skip
+            _, job, _, _, choices = compute(spark, cfg)
+            sql = spark.sql(sql_query(raw, cfg, "s", "e"))
+            columns = ["cell", "window_start", "window_end", *(a.replace(":", "_") for a in aggs)]
+            got = job.select(*columns).toPandas()
+            epoch = pd.to_datetime(got["window_start"], utc=True) - pd.Timestamp(0, tz="UTC")
+            got["window_start"] = epoch // pd.Timedelta(seconds=1)  # the job writes timestamps, the SQL seconds
+            want = sql.toPandas()
+            got = got.drop(columns="window_end").sort_values(["cell", "window_start"]).reset_index(drop=True)
+            want = want.drop(columns="window_end").sort_values(["cell", "window_start"]).reset_index(drop=True)
+            same = len(got) == len(want) and all(
+                (got[c].astype("int64").to_numpy() == want[c].astype("int64").to_numpy()).all() for c in got.columns
+                if c != "cell") and (got["cell"] == want["cell"]).all()  # fmt: skip
+            label = f"ω={range_ // 60}m β={slide // 60}m {agg_name}"
+            agreement[f"Spark job == Spark SQL {label}"] = bool(same)
+            timings = {"job": [], "sql": []}
+            for i in range(repeat):
+                for name, frame in (("job", job), ("sql", sql)):  # interleaved
+                    progress(f"peers {label} {name} {i + 1}/{repeat}")
+                    writer = frame.write.mode("overwrite")
+                    began = time.perf_counter()
+                    writer.format("noop").save() if sink == "noop" else writer.parquet(str(out / name))
+                    timings[name].append(time.perf_counter() - began)
+            for name, technique in (("job", f"Spark job ({choices[0].plan})"), ("sql", "Spark SQL explode+group-by")):
+                t = sorted(timings[name])
+                records.append({"preset": "peers", "range": range_, "slide": slide, "aggregates": agg_name,
+                                "rows": rows, "technique": technique, "events": rows, "windows": len(got),
+                                "events_per_s": rows / statistics.median(t), "seconds_median": statistics.median(t),
+                                "seconds_min": t[0], "seconds_max": t[-1], "plan_reason": choices[0].reason,
+                                "ratios": [b / a for a, b in zip(timings["job"], timings["sql"], strict=True)],
+                                })  # fmt: skip
+    shutil.rmtree(out, ignore_errors=True)
     return records, agreement

@@ -171,7 +171,7 @@ def _value(prepared: Prepared, column: str) -> tuple[Column, Column]:
     return F.col(column), F.col(valid_column(column))
 
 
-def _partials(spec: str, prepared: Prepared, i: int, exact_sums: bool) -> tuple[list[Column], list, object]:
+def _partials(spec: str, prepared: Prepared, i: int) -> tuple[list[Column], list, object]:
     """Pre-aggregation of one aggregate over events, its merge over partial rows, and its lowering."""
     agg = parse_aggregate(spec)
     n = f"_p{i}_n"
@@ -184,21 +184,21 @@ def _partials(spec: str, prepared: Prepared, i: int, exact_sums: bool) -> tuple[
     total = f"_p{i}_s"
     if isinstance(agg, (Sum, Mean)):
         is_int = isinstance(prepared.value_types[agg.column], T.LongType)
-        if is_int and (exact_sums or isinstance(agg, Mean)):  # exact: DECIMAL(38, 0) holds any sum of 2^31 longs
+        if is_int:  # exact: DECIMAL(38, 0) holds any sum of 2^64 longs, intermediate ones included
             summed = F.sum(F.when(valid, value).cast("decimal(38,0)"))
-        elif is_int:
-            summed = F.try_sum(F.when(valid, value))  # null on overflow: reported as such
         else:
             summed = F.sum(F.when(valid, value))
         pre = [count_valid, summed.alias(total)]
-        merge = [("sum", n), ("try_sum" if is_int and not exact_sums and isinstance(agg, Sum) else "sum", total)]
+        merge = [("sum", n), ("sum", total)]
         if isinstance(agg, Mean):
             return pre, merge, lambda c: F.when(c[n] > 0, c[total].cast("double") / c[n])
         if not is_int:
             return pre, merge, lambda c: F.when(c[n] > 0, c[total])
-        message = str(SumOverflowError(agg.column))
+        column = next(c for c, internal in prepared.values.items() if internal == agg.column)
+        message = str(SumOverflowError(column))
         return pre, merge, lambda c: F.when(c[n] > 0, F.when(
-            c[total].isNull() | (F.abs(c[total]) > F.lit(INT64_MAX).cast("decimal(38,0)")),
+            c[total].isNull() | (c[total] > F.lit(INT64_MAX).cast("decimal(38,0)"))
+            | (c[total] < F.lit(-INT64_MAX - 1).cast("decimal(38,0)")),
             F.raise_error(F.lit(message)),
         ).otherwise(c[total].cast("long")))  # fmt: skip
     if isinstance(agg, Extreme):
@@ -209,13 +209,13 @@ def _partials(spec: str, prepared: Prepared, i: int, exact_sums: bool) -> tuple[
 
 
 def _merge(kind: str, column: str) -> Column:
-    functions = {"sum": F.sum, "try_sum": F.try_sum, "max": F.max, "min": F.min}
+    functions = {"sum": F.sum, "max": F.max, "min": F.min}
     return functions[kind](F.col(column)).alias(column)
 
 
 def _explode(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
     key_cols = [quoted(k) for k in keys]
-    parts = [_partials(spec, prepared, i, exact_sums=False) for i, spec in enumerate(outputs.values())]
+    parts = [_partials(spec, prepared, i) for i, spec in enumerate(outputs.values())]
     pre = active.groupBy(*key_cols, A, B).agg(*[c for p in parts for c in p[0]])
     partial_columns = [name for p in parts for _, name in p[1]]
     exploded = pre.select(*key_cols, F.explode(F.sequence(F.col(A), F.col(B))).alias(K), *partial_columns)
@@ -225,7 +225,7 @@ def _explode(active: DataFrame, prepared: Prepared, keys: list[str], outputs: di
 
 def _range_update(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
     key_cols = [quoted(k) for k in keys]
-    parts = [_partials(spec, prepared, i, exact_sums=True) for i, spec in enumerate(outputs.values())]
+    parts = [_partials(spec, prepared, i) for i, spec in enumerate(outputs.values())]
     pre = active.groupBy(*key_cols, A, B).agg(*[c for p in parts for c in p[0]])
     names = [name for p in parts for _, name in p[1]]
     plus = pre.select(*key_cols, F.col(A).alias(K), *[F.col(c) for c in names])

@@ -9,6 +9,7 @@ the query uses).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -43,18 +44,24 @@ def quoted(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
+def _literal_path(path: str) -> str:
+    """A local file name as Spark's reader takes it literally (it expands glob characters in paths)."""
+    return path if "://" in path else re.sub(r"([\[\]{}*?\\])", r"\\\1", path)
+
+
 def read_input(spark: SparkSession, inputs: Inputs) -> DataFrame:
     """The files of ``inputs`` (checked by ``spanning.reader.input_files``): CSV as text, Parquet, JSON lines."""
+    files = [_literal_path(p) for p in inputs.files]  # remote paths (and their globs) go to Spark as given
     reader = spark.read
     if inputs.format == "csv":  # RFC 4180: quoted fields may hold line breaks and doubled quotes
         reader = reader.options(header=True, multiLine=True, escape='"', sep=inputs.delimiter, mode="PERMISSIVE",
                                 encoding="UTF-8")  # fmt: skip
-        columns = inputs.columns or [c.strip() for c in reader.csv(inputs.files).columns]
+        columns = inputs.columns or [c.strip() for c in reader.csv(files).columns]
         schema = T.StructType([T.StructField(name, T.StringType(), True) for name in columns])
-        return reader.schema(schema).csv(inputs.files)
+        return reader.schema(schema).csv(files)
     if inputs.format == "parquet":
-        return reader.parquet(*inputs.files)
-    return reader.json(inputs.files)
+        return reader.parquet(*files)
+    return reader.json(files)
 
 
 @dataclass
@@ -108,10 +115,10 @@ def _text_stats(frame: DataFrame, columns: dict[str, Column], full: set[str] | N
         }
         if full is None or label in full:
             flags.update(integer=_matches(column, "integer"), number=_matches(column, "number"),
-                         nan=_matches(column, "nan"), date_time=_matches(column, "date_time"))  # fmt: skip
+                         date_time=_matches(column, "date_time"))  # fmt: skip
         exprs += [F.sum(F.when(flag, 1).otherwise(0)).alias(f"{name}_{i}") for name, flag in flags.items()]
     row = frame.agg(*exprs).first().asDict()
-    fields = ("present", "integer", "number", "nan", "date_time", "plain_integer")
+    fields = ("present", "integer", "number", "date_time", "plain_integer")
     return {
         label: ColumnStats(**{f: int(row.get(f"{f}_{i}") or 0) for f in fields}) for i, label in enumerate(columns)
     }
@@ -235,12 +242,9 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False) -> Prepared:
     start_value, start_fraction = _chronons(start, start_type, kind, cfg.time_unit)
     if cfg.point_events:
         end_value, end_fraction, end_missing = start_value, F.lit(False), F.lit(False)
-    elif duration is not None:
-        length = F.when(_matches(duration, "number"), duration.cast("double")) if isinstance(
-            duration_type, T.StringType) else duration.cast("double")  # fmt: skip
-        usable = _finite(length) & (F.abs(length) < TIME_LIMIT)
-        end_value = start_value + F.when(usable, F.floor(length).cast("long"))
-        end_fraction, end_missing = usable & (length != F.floor(length)), ~usable
+    elif duration is not None:  # a number of chronons, read as a numeric time is
+        length, end_fraction = _chronons(duration, duration_type, "number", cfg.time_unit)
+        end_value, end_missing = start_value + length, length.isNull()
     else:
         end_value, end_fraction = _chronons(end, end_type, kind, cfg.time_unit)
         end_missing = end_value.isNull()

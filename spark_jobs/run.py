@@ -53,7 +53,8 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
     if cfg.windows:  # several specs: one job each (the batch plans share nothing), tagged and unioned
         parts = [p.withColumn("window", F.lit(label)) for p, label in zip(parts, window_labels(cfg.specs), strict=True)]
     out = functools.reduce(lambda a, b: a.unionByName(b), parts)
-    out = out.persist(StorageLevel.MEMORY_AND_DISK)
+    if any(c.plan == "python" for c in choices):  # one Python pass yields windows and late rows together
+        out = out.persist(StorageLevel.MEMORY_AND_DISK)
     tag = [F.col("window")] if cfg.windows else []
     windows = out.where(F.col(LATE_SEQ).isNull())
     if cfg.empty_windows == "skip":

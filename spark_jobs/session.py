@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import importlib.util
 import logging
 import os
 import shutil
@@ -79,14 +81,48 @@ def get_session(master: str | None = None, timezone: str = "UTC", verbose: bool 
     return spark
 
 
-def ship_engine(spark) -> Path:
-    """Zip the ``spanning`` package and add it to the job, so executors on a cluster can import it."""
-    import spanning
+#: What the executors import, shipped with every job: the project's top-level packages (``spanning`` imports
+#: ``buckets`` and ``sweeping`` through its technique registry; a job's function may refer to ``spark_jobs``) and
+#: ``sortedcontainers``, the one pure-Python dependency (``sweeping`` imports it whenever ``spanning`` is imported).
+#: numpy, pandas and pyarrow hold compiled code: they are all that the executors need installed.
+ENGINE_PACKAGES = ("spanning", "buckets", "sweeping", "spark_jobs", "sortedcontainers")
+ENGINE_ZIP = "spanning-engine.zip"
+_NOT_SHIPPED = frozenset({"__pycache__", "tests"})
+_engine_zip: Path | None = None
 
-    package = Path(spanning.__file__).parent
-    target = Path(tempfile.mkdtemp(prefix="spanning-pyfiles-")) / "spanning.zip"
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(package.rglob("*.py")):
-            archive.write(path, Path("spanning") / path.relative_to(package))
+
+def package_files(name: str) -> list[tuple[Path, str]]:
+    """The ``.py`` files of the importable package ``name`` (wherever it is installed) with their names in a zip."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"cannot ship {name!r} to the Spark executors: it is not an importable package here")
+    files = []
+    for location in spec.submodule_search_locations:  # one but for a namespace package
+        root = Path(location)
+        for path in sorted(root.rglob("*.py")):
+            relative = path.relative_to(root)
+            if path.is_file() and not _NOT_SHIPPED.intersection(relative.parts[:-1]):
+                files.append((path, Path(name, relative).as_posix()))
+    return files
+
+
+def engine_zip() -> Path:
+    """One zip of ``ENGINE_PACKAGES`` as this process imports them, built on the first call only."""
+    global _engine_zip
+    if _engine_zip is None or not _engine_zip.is_file():
+        folder = Path(tempfile.mkdtemp(prefix="spanning-pyfiles-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        target = folder / ENGINE_ZIP
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name in ENGINE_PACKAGES:
+                for path, arcname in package_files(name):
+                    archive.write(path, arcname)
+        _engine_zip = target
+    return _engine_zip
+
+
+def ship_engine(spark) -> Path:
+    """Add the engine's zip (``engine_zip``) to the job, so that executors without the project can import it."""
+    target = engine_zip()
     spark.sparkContext.addPyFile(str(target))
     return target

@@ -1,11 +1,20 @@
-"""One Spark session for the whole test run (local[2]), started only by tests that need it."""
+"""Session-wide fixtures: one Spark session for the whole test run (local[2]), started only by tests that need
+it, and a bare Python for the executors of a cluster test, created only by tests that need it."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
+
+BARE_PACKAGES = ("numpy", "pandas", "pyarrow")  # all that an executor of a cluster needs installed
+# what must not leak into the bare Python, whatever the machine's configuration
+_OWN_ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
 
 
 @pytest.fixture(scope="session")
@@ -16,3 +25,33 @@ def spark():
     session = get_session("local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def bare_python(tmp_path_factory) -> Path:
+    """The ``python`` of a new venv holding only numpy, pandas (<3) and pyarrow: not the project, not
+    sortedcontainers, not pyspark (Spark puts its own pyspark.zip on its workers' path).
+
+    The versions are the ones of this venv, so pip takes them from its cache or the machine's configured
+    indexes; about 10 s on two cores. A venv ``--without-pip``, installed by this venv's pip (``--python``).
+    """
+    import numpy
+    import pandas
+    import pyarrow
+
+    began = time.perf_counter()
+    venv = tmp_path_factory.mktemp("bare-venv")
+    env = {k: v for k, v in os.environ.items() if k not in _OWN_ENVIRONMENT}
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], env=env, check=True, timeout=300)
+    python = venv / "bin" / "python"
+    pins = [f"numpy=={numpy.__version__}", f"pandas=={pandas.__version__}", f"pyarrow=={pyarrow.__version__}"]
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", *pins],
+                             env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert install.returncode == 0, install.stderr[-3000:]
+    probe = "import importlib.util as u, json, sys; print(json.dumps([n for n in sys.argv[1:] if u.find_spec(n)]))"
+    names = [*sorted(BARE_PACKAGES), "spanning", "buckets", "sweeping", "spark_jobs", "sortedcontainers", "pyspark"]
+    found = subprocess.run([str(python), "-c", probe, *names], env=env, cwd=venv, capture_output=True, text=True,
+                           check=True, timeout=120)  # fmt: skip
+    assert json.loads(found.stdout) == sorted(BARE_PACKAGES), found.stdout  # no project, no sortedcontainers
+    print(f"bare venv with {', '.join(pins)}: {time.perf_counter() - began:.1f} s", file=sys.stderr)
+    return python

@@ -1,4 +1,4 @@
-"""End-to-end tests of ``spanning run``: Spark job == aggregate() == oracle, rejections, errors, clusters.
+"""End-to-end tests of ``spanning run``: Spark job == aggregate() == oracle, rejections, errors.
 
 Expected results are computed independently of the job: times parsed here with pandas, bad rows
 dropped by the test's own rules, then ``spanning.aggregate`` on the rows in the job's arrival order
@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -255,22 +252,6 @@ def test_user_mistakes_give_one_line_errors(spark, sample, tmp_path, capsys, mon
     monkeypatch.setattr(shutil, "which", lambda name: None)
     assert run_cli("run", str(sample), *base, "--output", str(tmp_path / "o6")) == 2
     assert "Java was not found" in capsys.readouterr().err
-
-
-def test_local_cluster_gives_the_same_result(job, sample, tmp_path):
-    """Two executor JVMs (local-cluster[2,1,1024]) in a separate process: same windows as local[2]."""
-    _, output = job
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    args = [sys.executable, "-m", "spanning.cli", "run", str(sample), "--range", "15m", "--slide", "5m",
-            "--ttp", "30m", "--start", "start", "--end", "end", "--key", "cell", "--output", str(tmp_path / "cluster"),
-            "--master", "local-cluster[2,1,1024]", "--partitions", "4"]  # fmt: skip
-    for spec in AGGS:
-        args += ["--agg", spec]
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads((tmp_path / "cluster" / "summary.json").read_text())
-    assert summary["spark_master"] == "local-cluster[2,1,1024]"
-    assert_frames_match(read_output(tmp_path / "cluster" / "windows"), read_output(output / "windows"), ["cell"])
 
 
 def test_se_ml_slicing_job_with_auto_height_equals_se_slicing(job, sample, tmp_path):

@@ -292,11 +292,13 @@ def peers(setting: Setting) -> tuple[list, dict]:
         theirs = theirs.sort_values(order).reset_index(drop=True).astype(mine.dtypes.to_dict())
         agreement[f"batch == DuckDB β={slide}"] = bool(mine.equals(theirs))
     try:
-        from spark_jobs.peers import spark_vs_sql
+        from spark_jobs.peers import AGG_SETS, SHAPES, spark_vs_sql
     except ImportError:  # pyspark is an extra
         setting.progress("peers: pyspark not installed, Spark comparison skipped")
         return records, agreement
-    spark_records, spark_agreement = spark_vs_sql(rows, setting.repeat, setting.progress)
+    shapes, agg_sets = (SHAPES[1:2], {"count+sum+max": AGG_SETS["count+sum+max"]}) if setting.quick else (SHAPES, None)
+    spark_records, spark_agreement = spark_vs_sql(rows, setting.repeat, setting.progress, shapes=shapes,
+                                                  agg_sets=agg_sets)  # fmt: skip
     return records + spark_records, {**agreement, **spark_agreement}
 
 

@@ -1,0 +1,142 @@
+"""The Spark job on a cluster whose executors have only numpy, pandas and pyarrow installed.
+
+``local-cluster[2,1,1024]`` starts two executor JVMs whose Python workers run ``bare_python`` (see conftest):
+a venv without the project and without sortedcontainers, as on a cluster where only the driver has the project.
+Everything else the workers import must reach them from the driver (``spark_jobs.session.ship_engine``).
+One driver process runs every job of the test (a cluster start is the slow part), through ``spanning.cli.main``
+as ``python -m spanning.cli`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from spanning.cdr import generate_cdr
+from spanning.cli import main
+from spark_jobs.session import ENGINE_PACKAGES, ENGINE_ZIP, engine_zip
+from tests.test_spark_job import AGGS, assert_frames_match, read_output
+
+MASTER = "local-cluster[2,1,1024]"
+BROKEN = "driver_only"  # a module that only the driver can import
+
+RUNNER = """
+import contextlib, importlib, io, json, sys, time
+
+from spanning.cli import main
+
+
+def run(argv):
+    err, began = io.StringIO(), time.perf_counter()
+    with contextlib.redirect_stderr(err):
+        code = main(argv)
+    return [code, err.getvalue(), round(time.perf_counter() - began, 1)]
+
+
+report = {"runs": [run(argv) for argv in json.loads(sys.argv[1])]}
+probes = json.loads(sys.argv[3])
+
+
+def where(_):  # on an executor: its Python, and where the engine and sortedcontainers come from
+    import importlib.util, sys
+    return [sys.executable, *(getattr(importlib.util.find_spec(n), "origin", None) for n in probes)]
+
+
+from pyspark.sql import SparkSession
+
+report["executor"] = SparkSession.getActiveSession().sparkContext.parallelize([0], 1).map(where).collect()[0]
+
+# A worker failure: the job's function refers to a module only the driver has (in a folder on the driver's
+# path alone), so unpickling it on an executor raises ModuleNotFoundError, as 'buckets' did before it was shipped.
+sys.path.insert(0, sys.argv[4])
+module = importlib.import_module(sys.argv[5])
+import spark_jobs.windowed
+
+spark_jobs.windowed.user_errors = module.user_errors
+report["broken"] = run(json.loads(sys.argv[2]))
+print(json.dumps(report))
+"""
+
+
+def test_engine_zip_holds_every_package_the_executors_import_built_once():
+    first = engine_zip()
+    assert engine_zip() == first
+    with zipfile.ZipFile(first) as archive:
+        names = archive.namelist()
+    assert {name.split("/")[0] for name in names} == set(ENGINE_PACKAGES)
+    assert {"spanning/registry.py", "buckets/ring.py", "sweeping/plane_sweeping.py", "spark_jobs/windowed.py",
+            "sortedcontainers/sortedlist.py"} <= set(names)  # fmt: skip
+    assert not [n for n in names if "__pycache__" in n or "/tests/" in n or not n.endswith(".py")]
+    try:  # every top-level package of the installed project (pyproject's packages.find) is shipped
+        top_level = metadata.distribution("spanning").read_text("top_level.txt")
+    except metadata.PackageNotFoundError:
+        top_level = None
+    if top_level:
+        assert set(top_level.split()) <= set(ENGINE_PACKAGES)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cdr") / "cdr.csv"
+    generate_cdr(2500, seed=5, cells=12, subscribers=300, bad_share=0.03, days=0.5).to_csv(path, index=False)
+    return path
+
+
+def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_path):
+    """Same windows, late and rejected events as the local engine, with se-slicing and se-ml-slicing; and a
+    worker's exception told in one line (its type and message), as in local mode."""
+    windows = [str(sample), "--range", "15m", "--slide", "5m", "--ttp", "30m", "--start", "start", "--end", "end",
+               "--key", "cell"]  # fmt: skip
+    query = [*windows, *(arg for spec in AGGS for arg in ("--agg", spec))]
+    on_cluster = ["--master", MASTER, "--partitions", "4", "--plan", "python"]  # mapInPandas: Python on executors
+    runs = {
+        "cluster": [*query, *on_cluster],
+        "ml": [*query, *on_cluster, "--technique", "se-ml-slicing", "--height", "2"],  # the per-event engine
+    }
+    argvs = [["run", *argv, "--output", str(tmp_path / name)] for name, argv in runs.items()]
+    broken = ["run", *windows, "--agg", "count", *on_cluster, "--output", str(tmp_path / "broken")]
+    # no PYTHONPATH: local-cluster hands the driver's to the executors' Python, which must not find the checkout
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
+    env.update(PYSPARK_PYTHON=str(bare_python), PYSPARK_DRIVER_PYTHON=sys.executable)  # executors: the bare venv
+    probes = ["spanning", "sortedcontainers"]
+    driver_only = tmp_path / "driver-only"
+    driver_only.mkdir()
+    (driver_only / f"{BROKEN}.py").write_text("def user_errors(error, columns):\n    return error\n")
+    args = [sys.executable, "-c", RUNNER, json.dumps(argvs), json.dumps(broken), json.dumps(probes), str(driver_only),
+            BROKEN]  # fmt: skip
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    print("seconds per run:", [run[2] for run in [*report["runs"], report["broken"]]])
+    for (code, err, _), name in zip(report["runs"], runs, strict=True):
+        assert code == 0 and err == "", (name, err)
+
+    python, *origins = report["executor"]
+    assert Path(python) == bare_python  # the workers ran the bare Python, importing the shipped engine
+    assert all(origin and f"/{ENGINE_ZIP}/" in origin for origin in origins), origins
+
+    assert main(["run", *query, "--engine", "local", "--output", str(tmp_path / "local")]) == 0
+    local = tmp_path / "local"
+    for name in runs:
+        output = tmp_path / name
+        summary = json.loads((output / "summary.json").read_text())
+        assert summary["spark_master"] == MASTER
+        assert_frames_match(read_output(output / "windows"), read_output(local / "windows"), ["cell"])
+        for part in ("late", "rejected"):
+            assert sorted(pd.read_parquet(output / part)["call_id"]) == sorted(
+                pd.read_parquet(local / part)["call_id"]
+            ), (name, part)
+
+    code, err, _ = report["broken"]
+    assert code != 0, "the job no longer refers to spark_jobs.windowed.user_errors: inject the failure elsewhere"
+    assert err.splitlines()[0] == f"spanning: error: ModuleNotFoundError: No module named '{BROKEN}'", err
+    assert "Traceback" not in err and "PythonException" not in err
+    assert not (tmp_path / "broken").exists()
