@@ -7,6 +7,10 @@ SQL, ...), each writing Parquet; the results must be identical. Prints medians, 
 
     python bench/bench_spark_job.py                          # 3,000,000 rows, 3 rounds
     python bench/bench_spark_job.py --rows 200000 --repeat 1 --sink noop
+    python bench/bench_spark_job.py --processes             # whole processes: spanning run vs a PySpark script
+
+With ``--processes`` each round starts ``spanning run`` and ``bench/sql_explode_job.py`` as separate
+processes (JVM start included, as a user times them), interleaved, on the same Parquet file.
 """
 
 from __future__ import annotations
@@ -14,8 +18,45 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
-from spark_jobs.peers import spark_vs_sql
+from spark_jobs.peers import AGG_SETS, SHAPES, cdr_file, spark_vs_sql
+
+HERE = Path(__file__).resolve().parent
+
+
+def processes(rows: int, repeat: int) -> None:
+    """Whole processes, interleaved: ``spanning run`` against the standalone SQL script."""
+    path = cdr_file(rows)
+    out = Path(tempfile.mkdtemp(prefix="spanning-bench-proc-"))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    print(f"{rows:,} CDRs (Parquet), whole processes, {repeat} interleaved rounds, {os.cpu_count()} cores")
+    print("| ω/β | aggregates | spanning run s (min-max) | SQL script s (min-max) | SQL/run median |")
+    print("|---|---|---|---|---|")
+    for range_, slide in SHAPES:
+        for name, aggs in AGG_SETS.items():
+            run = [sys.executable, "-m", "spanning.cli", "run", str(path), "--range", str(range_), "--slide",
+                   str(slide), "--ttp", "2d", "--start", "start", "--end", "end", "--key", "cell",
+                   *[x for a in aggs for x in ("--agg", a)], "--output", str(out / "run"), "--overwrite"]
+            sql = [sys.executable, str(HERE / "sql_explode_job.py"), str(path), str(out / "sql"), "--range",
+                   str(range_), "--slide", str(slide), *(["--max"] if "max:duration" in aggs else [])]
+            times = {"run": [], "sql": []}
+            for _ in range(repeat):
+                for label, command in (("run", run), ("sql", sql)):
+                    began = time.perf_counter()
+                    subprocess.run(command, env=env, check=True, capture_output=True)
+                    times[label].append(time.perf_counter() - began)
+            a, b = sorted(times["run"]), sorted(times["sql"])
+            print(f"| {range_ // 60}m/{slide // 60}m | {name} | {statistics.median(a):.1f} ({a[0]:.1f}-{a[-1]:.1f}) | "
+                  f"{statistics.median(b):.1f} ({b[0]:.1f}-{b[-1]:.1f}) | "
+                  f"**{statistics.median(b) / statistics.median(a):.2f}×** |")  # fmt: skip
+    shutil.rmtree(out, ignore_errors=True)
 
 
 def main() -> None:
@@ -24,7 +65,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--sink", default="parquet", choices=["parquet", "noop"])
+    parser.add_argument("--processes", action="store_true", help="time whole processes instead of one session")
     args = parser.parse_args()
+    if args.processes:
+        processes(args.rows, args.repeat)
+        return
     records, agreement = spark_vs_sql(args.rows, args.repeat, lambda m: None, args.master, sink=args.sink)
     print(f"{args.rows:,} CDRs, {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
           f"sink {args.sink}, {args.repeat} interleaved rounds")  # fmt: skip
@@ -37,7 +82,7 @@ def main() -> None:
         sql = next(r for r in records if r["technique"].startswith("Spark SQL") and r["range"] == job["range"]
                    and r["slide"] == job["slide"] and r["aggregates"] == job["aggregates"])  # fmt: skip
         ratios = ", ".join(f"{x:.2f}" for x in job["ratios"])
-        print(f"| {job['range'] // 60}m/{job['slide'] // 60}m | {job['aggregates']} | {job['technique'][11:-1]} | "
+        print(f"| {job['range'] // 60}m/{job['slide'] // 60}m | {job['aggregates']} | {job['plan']} | "
               f"{job['seconds_median']:.2f} ({job['seconds_min']:.2f}-{job['seconds_max']:.2f}) | "
               f"{sql['seconds_median']:.2f} ({sql['seconds_min']:.2f}-{sql['seconds_max']:.2f}) | "
               f"**{sql['seconds_median'] / job['seconds_median']:.2f}×** | {ratios} |")  # fmt: skip
