@@ -13,7 +13,7 @@ Each aggregate has two faces that give the same results:
 SQL null semantics: nulls (None, NaN, pandas NA) are ignored; ``count`` counts events, ``count:col``
 non-null values; everything else is null over no values.
 
-Integer sums are exact and never wrap (DESIGN.md): they stay int64, and a window whose exact sum does
+Integer sums are exact and never wrap: they stay int64, and a window whose exact sum does
 not fit in int64 raises ``SumOverflowError`` on every path (per-event, batch, chunked) alike.
 
 >>> agg = parse_aggregate("max:duration")
@@ -62,7 +62,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 class SumOverflowError(ValueError):
     """An integer sum whose exact value does not fit in int64 in some window.
 
-    DESIGN.md: integer sums never wrap. Results stay int64 (what Spark and the nullable pandas column
+    Integer sums never wrap. Results stay int64 (what Spark and the nullable pandas column
     hold), so rather than print a wrapped number the engines stop with this error, naming the column.
     """
 

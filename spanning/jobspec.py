@@ -58,11 +58,21 @@ def parse_duration(text: str | int, time_unit: str = "s") -> int:
     return millis // CHRONON_MS[time_unit]
 
 
+def key_column(i: int) -> str:
+    """Internal name of the i-th key in an engine's events (its output name may be an input column's)."""
+    return f"__key_{i}"
+
+
+def value_column(i: int) -> str:
+    """Internal name of the i-th aggregated column (input names may hold dots, spaces or a key's name)."""
+    return f"__v_{i}"
+
+
 def with_columns(spec: str, names: dict[str, str]) -> str:
     """An aggregate spec with its columns renamed: ``with_columns("argmax:a:b", {"a": "x", "b": "y"})``.
 
-    >>> with_columns("argmax:duration:cell", {"duration": "__v0", "cell": "__v1"})
-    'argmax:__v0:__v1'
+    >>> with_columns("argmax:duration:cell", {"duration": "__v_0", "cell": "__v_1"})
+    'argmax:__v_0:__v_1'
     """
     kind, *columns = spec.strip().split(":")
     return ":".join([kind, *(names.get(c, c) for c in columns)])

@@ -26,7 +26,9 @@ from spanning.jobspec import (
     REASONS,
     RunConfig,
     UsageError,
+    key_column,
     user_errors,
+    value_column,
     with_columns,
 )
 from spanning.outputs import finish_output, output_folder
@@ -46,14 +48,6 @@ from spanning.reader import (
 
 # internal column names of the events handed to the engine (no clash with any input column)
 START, END, ROW = "__start", "__end", "__row"
-
-
-def key_name(i: int) -> str:
-    return f"__key{i}"
-
-
-def value_name(i: int) -> str:
-    return f"__v{i}"
 
 
 @dataclass
@@ -109,7 +103,7 @@ def prepare_local(cfg: RunConfig) -> Prepared:
         (start.fractional | end_fraction, REASONS["fraction"]),
         (end_value < start.values, REASONS["order"]),
     ]
-    internal = {name: value_name(i) for i, name in enumerate(cfg.value_columns)}
+    internal = {name: value_column(i) for i, name in enumerate(cfg.value_columns)}
     columns = {}
     for name in cfg.value_columns:
         column = frame[name]
@@ -129,12 +123,12 @@ def prepare_local(cfg: RunConfig) -> Prepared:
         reason[(reason == None) & failed] = text  # noqa: E711 - elementwise
     accepted = np.flatnonzero(reason == None)  # noqa: E711
 
-    events = pd.DataFrame({key_name(i): plain_values(k, "text").array[accepted] for i, k in enumerate(keys)})
+    events = pd.DataFrame({key_column(i): plain_values(k, "text").array[accepted] for i, k in enumerate(keys)})
     events[START], events[END] = start.values[accepted], end_value[accepted]
     for name, column in columns.items():
         events[name] = column[accepted]
     events[ROW] = accepted
-    order = [*(key_name(i) for i in range(len(keys))), END, ROW]
+    order = [*(key_column(i) for i in range(len(keys))), END, ROW]
     events = events.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
     return Prepared(frame, reason, events, list(cfg.keys), internal, kind == "date_time")
 
@@ -154,7 +148,7 @@ def run_local(cfg: RunConfig, verbose: bool = False) -> dict:
 
 def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict:
     events, frame = prepared.events, prepared.frame
-    keys = [key_name(i) for i in range(len(prepared.keys))]
+    keys = [key_column(i) for i in range(len(prepared.keys))]
     series = {"earliest": "earliest", "first": None}.get(cfg.series_start, cfg.series_start)
     specs = {name: with_columns(spec, prepared.values) for name, spec in cfg.aggregate_columns.items()}
     query = dict(aggregates={**specs, EVENTS_COLUMN: "count"}, start=START, end=END, key=keys or None,

@@ -17,21 +17,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
-from spanning.jobspec import CORRUPT_RECORD, REASONS, RunConfig, UsageError, with_columns
+from spanning.jobspec import CORRUPT_RECORD, REASONS, RunConfig, UsageError, key_column, value_column, with_columns
 from spanning.reader import TIME_LIMIT, ColumnStats, Inputs, column_kind, input_files, java_pattern, time_kinds
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-
-
-def key_column(i: int) -> str:
-    """Internal name of the i-th key in prepared rows (its output name may be an input column's)."""
-    return f"__key_{i}"
-
-
-def value_column(i: int) -> str:
-    """Internal name of the i-th aggregated column (input names may hold dots, spaces or a key's name)."""
-    return f"__v_{i}"
 
 
 def valid_column(column: str) -> str:
