@@ -125,8 +125,9 @@ def window_runs(rows: DataFrame, cfg: RunConfig, keys: list[str], series_start: 
     s, o, w, d = cfg.slide, cfg.offset, cfg.range, cfg.ttp
     overlap_first = f"({_floordiv(f'{START} - {o} - {w}', s)} + 1)"
     open_first = f"(-{_floordiv(f'{o + w + d} - {END}', s)})"
-    series_first = f"({_floordiv(f'{SERIES} - {o} - {w}', s)} + 1)"
-    a = f"greatest({overlap_first}, {open_first}, {series_first})"
+    # from the key's earliest start, the series never begins after an event's first window: no per-key pass
+    series_first = [] if series_start == "earliest" else [f"({_floordiv(f'{SERIES} - {o} - {w}', s)} + 1)"]
+    a = f"greatest({', '.join([overlap_first, open_first, *series_first])})"
     b = _floordiv(f"greatest({END}, {START} + 1) - {o} - 1", s)
     return rows.select(
         "*",

@@ -44,10 +44,12 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
     specs = [replace(cfg, windows=[], range=s.range, slide=s.slide) for s in cfg.specs] if cfg.windows else [cfg]
     sample = rows.select(START, END).limit(PLAN_SAMPLE) if cfg.plan == "auto" and not python_only(cfg) else None
     choices = [choose_plan(spec, prepared, sample) for spec in specs]
+    # the JVM plans need no per-key series start from the earliest start (see spark_jobs.plans.window_runs)
+    jvm_rows = events(prepared, "first") if cfg.series_start == "earliest" else rows
     parts = [
         window_job(rows, prepared, spec, series_start=cfg.series_start != "first")
         if choice.plan == "python"
-        else jvm_window_job(rows, prepared, spec, choice.plan, str(cfg.series_start))
+        else jvm_window_job(jvm_rows, prepared, spec, choice.plan, str(cfg.series_start))
         for spec, choice in zip(specs, choices, strict=True)
     ]
     if cfg.windows:  # several specs: one job each (the batch plans share nothing), tagged and unioned

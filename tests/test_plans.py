@@ -75,10 +75,10 @@ def _plan_output(spark, tmp_path, frame, window, ttp, series, aggs, plan) -> tup
     cfg = RunConfig(inputs=[str(path)], range=window[0], slide=window[1], ttp=ttp, start="start", end="end",
                     keys=["cell"], aggregates=aggs, series_start=series, engine="spark")  # fmt: skip
     prepared = load(spark, cfg)
-    rows = events(prepared, cfg.series_start)
     if plan == "python":
-        out = window_job(rows, prepared, cfg, series_start=cfg.series_start != "first")
-    else:
+        out = window_job(events(prepared, cfg.series_start), prepared, cfg, series_start=cfg.series_start != "first")
+    else:  # as the job hands them over: from the earliest start, no per-key series column
+        rows = events(prepared, "first" if cfg.series_start == "earliest" else cfg.series_start)
         out = jvm_window_job(rows, prepared, cfg, plan, str(cfg.series_start))
     result = out.toPandas()
     seq_to_id = dict(prepared.rows.select("_seq", "id").toPandas().itertuples(index=False))
