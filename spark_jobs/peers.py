@@ -112,5 +112,6 @@ def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print
                                 "plan_reason": choices[0].reason if name == "job" else "",
                                 "ratios": [b / a for a, b in zip(timings["job"], timings["sql"], strict=True)],
                                 })  # fmt: skip
+            spark.catalog.clearCache()  # each job persists its validated rows: free them before the next
     shutil.rmtree(out, ignore_errors=True)
     return records, agreement
