@@ -141,6 +141,8 @@ def jvm_window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, plan: 
     """Windows and late rows in the window job's columns (keys, window_start, window_end, aggregates,
     ``__events``, ``_late_seq``, ``_windows_missed``), computed by ``plan`` without Python."""
     keys = prepared.keys
+    if keys:  # one shuffle of the raw events by key; the groupings by (key, run) and (key, window) then stay local
+        events = events.repartition(*[quoted(k) for k in keys])
     runs = window_runs(events, cfg, keys, series_start)
     outputs = {**prepared.aggregates(cfg), EVENTS_COLUMN: "count"}
     active = runs.where(F.col(A) <= F.col(B))
