@@ -73,7 +73,7 @@ def test_chunked_earliest_series_start_equals_aggregate(spec, events, cuts):
     expected_late = out.attrs["late"]
     assert late["seq"].tolist() == expected_late.index.tolist()
     assert late["windows_missed"].tolist() == expected_late["windows_missed"].tolist()
-    for key, key_events in pd.Series(events, dtype=object).groupby([e[0] for e in events]):  # vs the oracle
+    for key, key_events in pd.Series(events, dtype=object).groupby(np.array([e[0] for e in events])):  # vs the oracle
         start = min(e[1] for e in key_events)
         expected, _ = oracle(list(key_events), *spec, aggregates, series_start=start)
         got = frame_windows(out[out["key"] == key], aggregates)
