@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spanning.aggregates import Count, Extreme, Mean, Sum, SumOverflowError, parse_aggregate
-from spanning.jobspec import EVENTS_COLUMN, RunConfig
+from spanning.jobspec import EVENTS_COLUMN, RunConfig, UsageError
 from spark_jobs.prepare import END, SEQ, SERIES, START, Prepared, quoted, valid_column
 
 PLANS = ("auto", "explode", "range", "python")
@@ -73,9 +73,9 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | None) ->
         return Choice("python", "--plan python")
     if cfg.plan in ("explode", "range"):
         if needs_python:
-            raise_usage(f"--plan {cfg.plan} cannot run this query: {needs_python}; use --plan python or auto")
+            raise UsageError(f"--plan {cfg.plan} cannot run this query: {needs_python}; use --plan python or auto")
         if cfg.plan == "range" and not all(_range_kind(prepared, a) for a in prepared.aggregates(cfg).values()):
-            raise_usage("--plan range covers count, count:col and sums or means of integer columns: use explode")
+            raise UsageError("--plan range covers count, count:col and sums or means of integer columns: use explode")
         return Choice(cfg.plan, f"--plan {cfg.plan}")
     if needs_python:
         return Choice("python", needs_python)
@@ -86,12 +86,6 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | None) ->
     why = "an aggregate the range update does not cover" if not rangeable else (
         f"{per_event:.1f} windows per event < {RANGE_FROM}" if per_event is not None else "no sample")
     return Choice("explode", f"pre-aggregated explode ({why})", per_event)
-
-
-def raise_usage(message: str) -> None:
-    from spanning.jobspec import UsageError
-
-    raise UsageError(message)
 
 
 def windows_per_event(cfg: RunConfig, sample: DataFrame) -> float:
