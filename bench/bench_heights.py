@@ -1,4 +1,4 @@
-"""Per-event throughput of SE-ML-Slicing by height d (issue 4's benchmark, paper 001 §6.2-6.3).
+"""Per-event throughput of SE-ML-Slicing by height d (issue 4's benchmark, Suzanne et al., §6.2-6.3).
 
 One event per chronon arriving at its end, lengths ~ normal(μ, σ = 10), ω = 10000, β = 200 (ω = 50β),
 count + sum + max through ``Engine``. Also prints the height ``tune-height`` predicts.

@@ -1,11 +1,11 @@
-"""Multi-query sharing (issue 7's benchmark; seed 000 §5, seed 003).
+"""Multi-query sharing (issue 7's benchmark; Shein et al., §5; Shein and Chrysanthis).
 
 One stream, N = 1, 10, 100 queries of mixed ranges and slides. For point events through a FIFO SWAG
 (default FlatFIT) it runs three plans, each checked to give the same windows:
 
 * no sharing: one Engine per query;
 * max sharing: one MultiEngine (one slice sequence, one SWAG per aggregate, range queries);
-* WeaveShare (seed 003): the optimizer's groups, one MultiEngine each;
+* WeaveShare (Shein and Chrysanthis, §3.1.1): the optimizer's groups, one MultiEngine each;
 
 and prints events/s measured and the plans' predicted cost (Ω, exact, from ``spanning.sharing``).
 For spanning events it compares shared SE-Slicing slices against one Engine per query.

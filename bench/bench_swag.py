@@ -1,4 +1,4 @@
-"""Throughput and latency of every FIFO SWAG (issue 6's benchmark; seeds 000, 002, 004).
+"""Throughput and latency of every FIFO SWAG (issue 6's benchmark; Shein et al., Tangwongsan et al., Zhang et al.).
 
 For each algorithm, aggregation (sum, max) and window size n: fill the window with n values, then run
 ``--rounds`` slides (evict + insert + query), timing each slide. Reports slides/s and the p50 / p99 /

@@ -1,4 +1,4 @@
-"""Throughput of every technique on the paper's synthetic stream (issue 5's benchmark, paper 001 Figure 10).
+"""Throughput of every technique on the paper's synthetic stream (issue 5's benchmark, Suzanne et al., Figure 10).
 
 One event per chronon arriving at its end, lengths ~ normal(μ, σ = 10); ω ∈ {1000, 5000}, β = ω/5,
 δ = μ + 50 (longer than the events); count + sum + max through the per-event ``Engine``. Checks that

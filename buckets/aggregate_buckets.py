@@ -1,4 +1,4 @@
-"""Aggregate Buckets (paper 001 §5.3.3, Table 4): each open window keeps one partial per aggregate.
+"""Aggregate Buckets (Suzanne et al., §5.3.3, Table 4): each open window keeps one partial per aggregate.
 
 Insert combines the event into the bucket of every open window it overlaps (cost: the windows it
 meets); release lowers one bucket (cost 1). Memory is bounded by the number of open windows.

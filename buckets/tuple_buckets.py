@@ -1,4 +1,4 @@
-"""Tuple Buckets (paper 001 §5.3.3, Table 4): each open window keeps references to its events.
+"""Tuple Buckets (Suzanne et al., §5.3.3, Table 4): each open window keeps references to its events.
 
 Insert appends a reference to the event's lifted partials to the bucket of every open window the
 event overlaps (cost: the windows it meets); release combines the bucket (cost N). Duplicates cannot

@@ -1,4 +1,4 @@
-"""spanning: exact sliding-window aggregates over spanning events (paper 001: SE-Slicing).
+"""spanning: exact sliding-window aggregates over spanning events (Suzanne et al., SE-Slicing).
 
 >>> import spanning
 >>> eng = spanning.Engine(spanning.WindowSpec(15, 5, ttp=20), {"n": "count"})

@@ -1,4 +1,4 @@
-"""Aggregate functions in lift / combine / lower form (paper 001 §2.3, §3.1, Table 1).
+"""Aggregate functions in lift / combine / lower form (Suzanne et al., §2.3, §3.1, Table 1).
 
 Each aggregate has two faces that give the same results:
 

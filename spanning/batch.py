@@ -1,7 +1,7 @@
 """``aggregate``: the batch entry point over a pandas DataFrame or an Arrow table.
 
 The batch form of SE-Slicing. For a fixed set of events, Σ φ over a window's slices plus ϕ of its
-last slice is the aggregate over the events that overlap the window (§3.2.2); the TTP adds one
+last slice is the aggregate over the events that overlap the window (Suzanne et al., §3.2.2); the TTP adds one
 condition, that the window was still open when the event arrived. Both conditions make, for each
 event, a contiguous run of window numbers:
 
@@ -323,7 +323,7 @@ def window_labels(specs: Sequence[WindowSpec]) -> list[str]:
 
 
 def sharing_plan(specs: list[WindowSpec], sharing: str, swag: str | None = None) -> list[list[int]]:
-    """Groups of spec indices that share one slice sequence: "all", "none", or "weaveshare" (seed 003)."""
+    """Groups of spec indices that share one slice sequence: "all", "none", or "weaveshare" (Shein and Chrysanthis)."""
     if sharing == "none":
         return [[i] for i in range(len(specs))]
     if sharing == "all":
@@ -366,7 +366,7 @@ def aggregate_many(
     With the vectorised path (se-slicing, built-in aggregates) each spec runs on its own (a batch has
     nothing to share). Otherwise the specs run in one pass per ``sharing`` group on a
     ``spanning.multi_window.MultiEngine`` (one slice sequence, or one SWAG with range queries):
-    ``"all"`` (one group), ``"none"``, or ``"weaveshare"`` (seed 003's optimizer).
+    ``"all"`` (one group), ``"none"``, or ``"weaveshare"`` (the optimizer of Shein and Chrysanthis, §3.1.1).
     ``attrs["late"]`` has the late events with their ``window`` and ``windows_missed``.
     """
     specs = list(windows)

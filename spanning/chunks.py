@@ -285,7 +285,7 @@ def batch_columns(
 
     ``valid_columns`` maps a column to a boolean column of the frame that says which values are
     present (the Spark job sends nulls that way, values filled with 0, to keep integer dtypes).
-    NaN is null (DESIGN.md) even where such a column says present (Spark's NaN is not null).
+    NaN is null (docs/SEMANTICS.md §10) even where such a column says present (Spark's NaN is not null).
     """
     columns = {}
     numeric = {c for a in aggs for c in a.numeric_columns}

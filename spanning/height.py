@@ -1,4 +1,4 @@
-"""Choosing the height d of SE-ML-Slicing: the cost model of paper 001 §5.3 (Table 4) on measured data.
+"""Choosing the height d of SE-ML-Slicing: the cost model of Suzanne et al., §5.3 (Table 4) on measured data.
 
 Per event, in slice-level operations:
 

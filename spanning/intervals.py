@@ -1,4 +1,4 @@
-"""Half-open intervals ``[l, u)`` over integer chronons and the three predicates of paper 001 §2.1.
+"""Half-open intervals ``[l, u)`` over integer chronons and the three predicates of Suzanne et al., §2.1.
 
 >>> overlaps((16, 34), (30, 35)), ends_in((16, 34), (30, 35)), goes_beyond((16, 34), (20, 25))
 (True, True, True)

@@ -1,9 +1,9 @@
-"""The window manager: clock, TTP-delayed release, eviction and lateness (paper 001, Algorithm 1).
+"""The window manager: clock, TTP-delayed release, eviction and lateness (Suzanne et al., Algorithm 1).
 
 It drives any technique through ``spanning.technique.Technique`` and knows nothing of how partials
-are stored. Semantics are those of DESIGN.md:
+are stored. Semantics are those of docs/SEMANTICS.md:
 
-* the clock τ is the largest event end seen so far (an event arrives at its end, §2.2);
+* the clock τ is the largest event end seen so far (an event arrives at its end, Suzanne et al., §2.2);
 * window w is released once τ > u(w) + δ, *before* the event that moved the clock is inserted;
 * an event overlapping released windows still counts in the open ones, and reports how many it
   missed (windows before the series start count as missed: they are never computed);

@@ -5,7 +5,7 @@ spec over one clock and one technique whose slices are cut at every window edge 
 (``UnionSlicer``). An event is inserted once; each spec releases its windows at u(w) + δ and reports
 the windows it missed, as a single-spec ``Engine`` would. Releases across specs go in order of window
 end, so the point-event plan can feed one FIFO SWAG and answer shorter windows with range queries
-(seed 000 §2.3: naive, FlatFAT, FlatFIT and SlickDeque answer several ranges).
+(Shein et al., §2.3: naive, FlatFAT, FlatFIT and SlickDeque answer several ranges).
 
 >>> from spanning import WindowSpec
 >>> eng = MultiEngine([WindowSpec(15, 5, ttp=20), WindowSpec(10, 10, ttp=20)], {"n": "count"})

@@ -3,7 +3,7 @@
 A point event at c is ``[c, c + 1)``: it lies in exactly one Pairs slice, so a slice keeps one partial
 per aggregate (no (φ, ϕ) pair). Windows are released in order, so the SWAG of each aggregate holds the
 partials of the slices of the window being released: at each release it evicts the slices before the
-window and inserts those up to its end (seed 000 §2, seed 002 §2: slices as the SWAG's values).
+window and inserts those up to its end (Shein et al., §2; Tangwongsan et al., §2: slices as the SWAG's values).
 
 A slice enters the SWAGs when the first window holding it is released; from then on it is fixed. A
 point that arrives later for such a slice is late for that window (its end was more than δ ago) but

@@ -32,7 +32,7 @@ def range_count(first: np.ndarray, last: np.ndarray, n_windows: int) -> np.ndarr
 def range_sum_int(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
     """Exact integer sum per window: int64 when every window's sum fits, else Python ints (object array).
 
-    DESIGN.md: integer sums never wrap. int64 difference arrays wrap, but every step is an addition, so a
+    Integer sums never wrap (docs/SEMANTICS.md §10). int64 difference arrays wrap, but every step is an addition, so a
     result is exact modulo 2^64 and therefore exact whenever the true sum fits in int64. When
     max|v| * len(values) < 2^63 every window sum fits and the plain path runs (the common case, one
     bound check). Otherwise each value is split as v = hi * 2^32 + lo (hi = v >> 32 signed, lo = the

@@ -1,4 +1,4 @@
-"""SE-ML-Slicing: multi-level slices of height d (paper 001 §4, §5.2.2, Algorithms 5-8, Definition 5).
+"""SE-ML-Slicing: multi-level slices of height d (Suzanne et al., §4, §5.2.2, Algorithms 5-8, Definition 5).
 
 Slice i has d levels; level k (1-based) covers the raw slices i-k+1 .. i (Eq. 1), each level with the
 (φ, ϕ) pair of Definition 4 (``ended``, ``ongoing``) and one selective partial.

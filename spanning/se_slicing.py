@@ -1,4 +1,4 @@
-"""SE-Slicing: single-level slices for spanning events (paper 001 §3.2, §5.2.1, Algorithms 2-4, Table 2).
+"""SE-Slicing: single-level slices for spanning events (Suzanne et al., §3.2, §5.2.1, Algorithms 2-4, Table 2).
 
 Each Pairs slice keeps, per aggregate:
 

@@ -1,4 +1,4 @@
-"""Sliding-window family and the Pairs stream slicer (paper 001, §2.4 and §5.1-5.2).
+"""Sliding-window family and the Pairs stream slicer (Suzanne et al., §2.4 and §5.1-5.2).
 
 Window ``k`` covers ``[k*slide + offset, k*slide + offset + range)`` for every integer ``k``,
 aligned to the epoch the way Spark's ``window()`` is.
@@ -72,12 +72,12 @@ class WindowSpec:
         return (t - self.offset - 1) // self.slide
 
     def first_window_open_at(self, clock: int) -> int:
-        """Smallest k not yet released at ``clock``: end(k) + ttp >= clock (DESIGN.md, Release)."""
+        """Smallest k not yet released at ``clock``: end(k) + ttp >= clock (docs/SEMANTICS.md §5)."""
         return -((self.offset + self.range + self.ttp - clock) // self.slide)
 
 
 class PairsSlicer:
-    """Pairs slicing (paper 001 §5.2.1, Algorithm 2): per step β, a slice of ε = ω mod β, then one of β - ε.
+    """Pairs slicing (Suzanne et al., §5.2.1, Algorithm 2): per step β, a slice of ε = ω mod β, then one of β - ε.
 
     Slices are numbered so that arithmetic replaces the paper's list scans. With ε > 0, step j holds
     slices 2j = [jβ+o, jβ+o+ε) and 2j+1 = [jβ+o+ε, (j+1)β+o); with ε = 0, slice j is the whole step.
@@ -127,9 +127,9 @@ class PairsSlicer:
 class UnionSlicer:
     """Slices shared by several window families: an edge at every window start and end of every spec.
 
-    The edges repeat with the composite slide P = lcm(β_i) (seed 000 §2.3 shared plans); slice numbers
+    The edges repeat with the composite slide P = lcm(β_i) (shared plans, Shein et al., §2.3); slice numbers
     run j·m + q for period j and edge q of the m edges in [0, P). With one spec it cuts the Pairs
-    slices. The (φ, ϕ) slice model does not depend on how slices are cut (seed 001 §1), so SE-Slicing,
+    slices. The (φ, ϕ) slice model does not depend on how slices are cut (Suzanne et al., §1), so SE-Slicing,
     SE-ML-Slicing and the point-event SWAG plans run unchanged on it.
 
     >>> s = UnionSlicer([WindowSpec(range=15, slide=5), WindowSpec(range=10, slide=10)])

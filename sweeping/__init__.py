@@ -1,1 +1,1 @@
-"""Plane Sweeping baseline (paper 001 §5.3.3, after Piatov & Helmer): see ``plane_sweeping``."""
+"""Plane Sweeping baseline (Suzanne et al., §5.3.3, after Piatov & Helmer): see ``plane_sweeping``."""

@@ -1,4 +1,4 @@
-"""Plane Sweeping (Piatov & Helmer, SSTD'17), extended to streams as in paper 001 §5.3.3 and Table 4.
+"""Plane Sweeping (Piatov & Helmer, SSTD'17), extended to streams as in Suzanne et al., §5.3.3 and Table 4.
 
 Sorted endpoint indexes (sortedcontainers) hold every event's start and end and every window's bounds.
 A sweep line moves with the releases: at the release of ``[L, U)`` the start index is read up to

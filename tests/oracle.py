@@ -1,4 +1,4 @@
-"""Brute-force oracle: evaluates DESIGN.md's definitions directly, window by window, event by event.
+"""Brute-force oracle: evaluates the definitions of docs/SEMANTICS.md directly, window by window, event by event.
 
 It shares no code with the package. Each key is its own stream; for every window of the series it
 collects the events that overlap it (ℓ(e) < u(w) and u(e) > ℓ(w)) and arrived while it was open

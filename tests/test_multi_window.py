@@ -84,7 +84,7 @@ def test_shared_point_plan_equals_oracle(swag, specs, ttp, events):
         assert late[i] == expected_late
 
 
-STREAM = [6, 5, 0, 1, 3, 4, 2, 7]  # seed 000, Examples 2 and 3 (Figures 8-9): ranges 3 and 5, slide 1
+STREAM = [6, 5, 0, 1, 3, 4, 2, 7]  # Shein et al., Examples 2 and 3 (Figures 8-9): ranges 3 and 5, slide 1
 
 
 @pytest.mark.parametrize(("swag", "example"), [("slickdeque", "sum"), ("slickdeque", "max"), ("flatfit", "max"),

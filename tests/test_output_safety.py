@@ -1,4 +1,4 @@
-"""``--output`` and ``--overwrite`` never lose a user's data (DESIGN.md, "Outputs and user data").
+"""``--output`` and ``--overwrite`` never lose a user's data (docs/SEMANTICS.md §12, "Outputs and user data").
 
 Written as a user meets the problem: real files, a current folder, the ``spanning`` command line.
 """

@@ -1,4 +1,4 @@
-"""The worked examples of paper 001 §3.1 and §3.2, on the SE-Slicing slice store.
+"""The worked examples of Suzanne et al., §3.1 and §3.2, on the SE-Slicing slice store.
 
 Slices are 5 minutes from time 0 (ω = 15, β = 5), seven of them, with the paper's initial partials.
 The new event is the 18-minute call ending at 34, i.e. [16, 34).

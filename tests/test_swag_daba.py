@@ -1,4 +1,5 @@
-"""DABA and DABA Lite (seed 002 §5-§6): against Recalc, their invariants, worst-case ⊗ counts, the paper's trace."""
+"""DABA and DABA Lite (Tangwongsan et al., §5-§6): against Recalc, their invariants, worst-case ⊗ counts, the
+paper's trace."""
 
 from __future__ import annotations
 

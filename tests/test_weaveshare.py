@@ -1,4 +1,4 @@
-"""Multi-query sharing (seed 003, Shein & Chrysanthis TKDE): composite slides and edges (Eq. 2), the
+"""Multi-query sharing (Shein and Chrysanthis, TKDE): composite slides and edges (Eq. 2), the
 technique-aware Ω (Eq. 3-7), WeaveShare, and the deque-length term of Eq. 7 measured on SlickDeque."""
 
 from __future__ import annotations

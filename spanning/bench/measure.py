@@ -1,4 +1,4 @@
-"""Measuring one run: wall time, CPU time, peak memory (psutil, as in seed 001 §6.1) and latency."""
+"""Measuring one run: wall time, CPU time, peak memory (psutil, as in Suzanne et al., §6.1) and latency."""
 
 from __future__ import annotations
 

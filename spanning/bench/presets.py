@@ -217,7 +217,10 @@ def swag_slides(name: str, op: str, n: int, slides: int, seed: int = 7):
 
 
 def swag(setting: Setting) -> tuple[list, dict]:
-    """Seeds 000, 002, 004: throughput and latency of every SWAG over window sizes, sum and max."""
+    """Throughput and latency of every SWAG over window sizes, sum and max.
+
+    The SWAGs are those of Shein et al., Tangwongsan et al. and Zhang et al. (docs/REFERENCES.md).
+    """
     from spanning.swag import ALGORITHMS
 
     exponents = [4, 8] if setting.quick else [4, 6, 8, 10, 12, 14, 16]

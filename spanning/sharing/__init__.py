@@ -1,4 +1,4 @@
-"""Multi-query sharing of sliding-window aggregates (seed 003): shared plans, technique-aware Ω, WeaveShare."""
+"""Multi-query sharing of sliding-window aggregates (Shein and Chrysanthis): shared plans, Ω, WeaveShare."""
 
 from spanning.sharing.weaveshare import (
     TECHNIQUES,

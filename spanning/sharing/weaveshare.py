@@ -1,9 +1,9 @@
-"""Technique-aware multi-query optimisation of sliding-window aggregates (seed 003: Shein & Chrysanthis, TKDE).
+"""Technique-aware multi-query optimisation of sliding-window aggregates (Shein and Chrysanthis, TKDE).
 
 A query (ACQ) is ``(r, s)``: range and slide as positive integers in one unit (time or tuples). A group is a
 tuple of queries evaluated by one shared execution tree; a plan is a list of disjoint groups.
 
-* **Shared plans** (seed 003 §3.1, seed 000 §2.3). The composite slide of a group is ``LCM_n``, the LCM of its
+* **Shared plans** (§3.1; Shein et al., §2.3). The composite slide of a group is ``LCM_n``, the LCM of its
   slides (:func:`composite_slide`). Every slide multiple is an *edge*; with Pairs partial aggregation (§2.1,
   ``f2 = r % s``, ``f1 = s - f2``) every fragment boundary is one too: the boundary sits ``r % s`` before each
   slide multiple, i.e. at the positions ``≡ -r (mod s)``, where the windows start. :func:`edges` counts the

@@ -1,4 +1,4 @@
-"""DABA, the De-Amortized Banker's Aggregator (seed 002 §5): Two-Stacks with the flip spread out.
+"""DABA, the De-Amortized Banker's Aggregator (Tangwongsan et al., §5): Two-Stacks with the flip spread out.
 
 One deque of (val, agg) pairs cut by six pointers F ≤ L ≤ R ≤ A ≤ B ≤ E into five sublists: the front
 l_F = [F, B) (its leftmost part [F, L) and l_A = [A, B) hold suffix aggregates up to B-1), the inner

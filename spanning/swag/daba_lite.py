@@ -1,4 +1,4 @@
-"""DABA Lite (seed 002 §6): DABA keeping one partial per element plus aggRA and aggB, n + 2 in all.
+"""DABA Lite (Tangwongsan et al., §6): DABA keeping one partial per element plus aggRA and aggB, n + 2 in all.
 
 The same six pointers F ≤ L ≤ R ≤ A ≤ B ≤ E and the same fixup cases as DABA (§5), but only the
 left-aggregated sublists (the front part [F, L), l_L = [L, R), l_A = [A, B)) hold suffix aggregates;

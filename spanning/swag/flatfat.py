@@ -1,4 +1,4 @@
-"""FlatFAT, the flat fixed-sized aggregator (seed 000 §2.2, seed 003 §2.2; seed 002 §8.1).
+"""FlatFAT, the flat fixed-sized aggregator (Shein et al., §2.2; Shein and Chrysanthis, §2.2; Tangwongsan et al., §8.1).
 
 A complete binary tree stored pointer-less in one list: ``tree[1]`` is the root, node i has children
 2i and 2i+1, and the ``cap`` leaves ``tree[cap:2*cap]`` form a circular buffer of the window's values
@@ -20,7 +20,7 @@ Costs (⊗ calls; each is one call of the user's function in Python):
 * ``query(range_=r)`` (the r newest values, for shared plans): the minimal node cover of that leaf range,
   again split in two where it wraps (O(log cap) ⊗).
 
-Space: 2·cap partials, cap < 4n after a shrink check (2n when n is a power of two, seed 000 §4.2).
+Space: 2·cap partials, cap < 4n after a shrink check (2n when n is a power of two, Shein et al., §4.2).
 
 >>> swag = FlatFAT(lambda a, b: a + b, "")
 >>> for x in "abcde": swag.insert(x)

@@ -1,18 +1,19 @@
-"""FlatFIT, the flat and fast index traverser (seed 000 §2.2 and §4.1, seed 003 §2.2 and Fig. 7).
+"""FlatFIT, the flat and fast index traverser (Shein et al., §2.2, §4.1; Shein and Chrysanthis, §2.2, Fig. 7).
 
 Two circular arrays interconnected by their indices, *Partials* and *Pointers*, and a stack *Positions*.
 The value arriving at position p is stored as ``Partials[p]`` with ``Pointers[p] = p + 1``; throughout,
 ``Partials[p]`` is the aggregate x_p ⊗ ... ⊗ x_{Pointers[p]-1}, so a pointer says how far ahead a query
 may skip. A query starting at position s follows the pointers from s, pushing each visited position on
-*Positions*, until it reaches the node whose span ends at the newest value (seed 003's example: 8 -> 1
--> 5, pushing 8 and 1). It then pops the stack, folding right to left (so ⊗ need not be commutative),
-and stores every suffix aggregate back with its pointer moved to the end of the window: later queries
-reuse these intermediate results and skip over them. Evict does no ⊗: the oldest slot is freed.
+*Positions*, until it reaches the node whose span ends at the newest value (the example of Shein and
+Chrysanthis, §2.2, Fig. 7: 8 -> 1 -> 5, pushing 8 and 1). It then pops the stack, folding right to left
+(so ⊗ need not be commutative), and stores every suffix aggregate back with its pointer moved to the end
+of the window: later queries reuse these intermediate results and skip over them. Evict does no ⊗: the
+oldest slot is freed.
 
 Pointers hold absolute positions (slot ``p & mask``; Python ints do not overflow). This keeps the
 pointer structure untouched when the buffer is resized and removes the full-buffer ambiguity of
 circular indices. The window is dynamic, so the buffer doubles when an insert finds it full and halves
-when an evict leaves it a quarter full (seed 002 §7 describes the same adaptation); resizes do no ⊗.
+when an evict leaves it a quarter full (Tangwongsan et al., §7, describe the same adaptation); resizes do no ⊗.
 
 Costs (⊗ calls; each is one call of the user's function in Python): insert and evict 0 (plus the
 amortised O(1) copying of resizes); a query costs one ⊗ per pushed position: up to n - 1 in the

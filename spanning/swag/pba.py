@@ -1,4 +1,4 @@
-"""PBA, the parallel boundary aggregator (seed 004, Zhang, Akbarinia, Toumani, KDD 2021, §4.1-4.3).
+"""PBA, the parallel boundary aggregator (Zhang et al., KDD 2021, §4.1-4.3).
 
 PBA is SBA (``spanning.swag.sba``, which documents the chunk model and its FIFO mapping) with the ``lcs`` pass
 of each closed chunk moved off the main thread, as in §4.2: "the main thread is used to compute csa and the

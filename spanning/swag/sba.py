@@ -1,4 +1,4 @@
-"""SBA, the sequential boundary aggregator (seed 004, Zhang, Akbarinia, Toumani, KDD 2021, §4.1-4.4 and §5.1).
+"""SBA, the sequential boundary aggregator (Zhang et al., KDD 2021, §4.1-4.4 and §5.1).
 
 The paper's model (§4.2). The stream is cut into chunks of ``b`` slices (``b`` is the chunk size); the start
 of a chunk is a boundary. Inside a chunk, ``sa`` holds the slice aggregations, ``csa`` accumulates them left

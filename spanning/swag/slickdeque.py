@@ -1,4 +1,4 @@
-"""SlickDeque (seed 000 §3.2, Algorithms 1-2): one SWAG, two algorithms picked by invertibility.
+"""SlickDeque (Shein et al., §3.2, Algorithms 1-2): one SWAG, two algorithms picked by invertibility.
 
 ``SlickDeque(combine, identity, inverse=...)`` builds the invertible form (Algorithm 1, "Panes (Inv)"
 extended to several ranges); ``SlickDeque(combine, identity)`` the non-invertible form (Algorithm 2)
@@ -25,7 +25,7 @@ window's aggregate) to the tail (the newest value); correctness needs selectivit
 Positions are absolute arrival numbers (Python ints do not overflow), so the paper's wrap of ``currPos``
 at ``wSize`` and the two *Answer Loops* (boundary crossed or not) collapse into one rule: a range-r
 query skips every node whose position is ``<= startPos = currPos - r`` -- with ``<=``, not the ``<``
-printed in Algorithm 2 (a known slip of seed 000; Figure 9 needs ``<=``).
+printed in Algorithm 2 (a known slip of Shein et al., see docs/REFERENCES.md; their Figure 9 needs ``<=``).
 
 In Python each ⊗/⊖ is one call of the user's function; the deque and the value buffer are plain lists
 with a head index, compacted once the dead prefix is at least half the list (amortised O(1)).

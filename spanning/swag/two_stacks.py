@@ -1,4 +1,4 @@
-"""Two-Stacks (seed 002 §3): a FIFO queue as two stacks of (value, partial aggregate).
+"""Two-Stacks (Tangwongsan et al., §3): a FIFO queue as two stacks of (value, partial aggregate).
 
 The back stack B takes inserts, each entry holding Π(B up to it) ⊗ v; the front stack F serves
 evictions, its top holding v_oldest ⊗ ... (the aggregate of all of F). When F is empty, evict flips B

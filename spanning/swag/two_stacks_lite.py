@@ -1,4 +1,4 @@
-"""Two-Stacks Lite (seed 002 §4): one deque of partials plus aggB, n + 1 partials in all.
+"""Two-Stacks Lite (Tangwongsan et al., §4): one deque of partials plus aggB, n + 1 partials in all.
 
 The deque holds the front sublist [F, B) as suffix aggregates (entry i: v_i ⊗ ... ⊗ v_{B-1}) and the
 back sublist [B, E) as raw values; aggB is the aggregate of the back sublist. When the front is empty,
