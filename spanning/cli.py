@@ -55,7 +55,7 @@ def _run_parser(sub) -> None:
                    "(one pass, rows tagged in a 'window' column)")  # fmt: skip
     p.add_argument("--sharing", default="all", choices=["all", "none", "weaveshare"],
                    help="with several --window on the per-event path: share one slice sequence (all), none, "
-                   "or the groups of seed 003's WeaveShare optimizer")  # fmt: skip
+                   "or the groups of the WeaveShare optimizer (Shein and Chrysanthis)")  # fmt: skip
     p.add_argument(
         "--ttp", default="0", help="time-to-postpone δ: release a window this long after its end (default 0)"
     )
@@ -85,9 +85,9 @@ def _run_parser(sub) -> None:
     p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format")
     p.add_argument("--engine", default="spark", choices=["spark", "local"], help="spark (default) or local (pandas)")
     p.add_argument("--master", help="Spark master URL (default: what spark-submit sets, else local[*])")
-    p.add_argument("--plan", default="auto", choices=["auto", "explode", "range", "python"],
+    p.add_argument("--plan", default="auto", choices=["auto", "explode", "range", "dyadic", "python"],
                    help="Spark: how built-in aggregates are computed: auto (default: by the aggregates and the "
-                   "windows per event), explode or range (in the JVM), python (mapInPandas)")  # fmt: skip
+                   "windows per event), explode, range or dyadic (in the JVM), python (mapInPandas)")  # fmt: skip
     p.add_argument("--partitions", type=int, help="Spark partitions for the per-key stage (default: 2 per core)")
     p.add_argument("--time-unit", default="s", choices=["s", "ms"], help="chronon: second (default) or millisecond")
     p.add_argument("--empty-windows", default="skip", choices=["skip", "emit"], help="write windows with no event?")
@@ -328,7 +328,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _bench_parser(sub) -> None:
-    p = sub.add_parser("bench", help="measure the techniques side by side (seed 001 §6, SWAGs, DuckDB and Spark SQL)")
+    p = sub.add_parser("bench", help="measure the techniques side by side (Suzanne et al., §6), SWAGs and peers")
     p.add_argument("presets", nargs="*", metavar="PRESET", help=f"any of {', '.join(PRESET_NAMES)} (default: all)")
     p.add_argument("--quick", action="store_true", help="small runs: all presets in under two minutes")
     p.add_argument("--repeat", type=int, help="runs per measurement (default 3, 1 with --quick)")

@@ -124,7 +124,7 @@ class RunConfig:
     windows: list[tuple[int, int]] = field(default_factory=list)  # several (range, slide): rows tagged "window"
     sharing: str = "all"  # how several windows share slices on the per-event path: all, none, weaveshare
     delimiter: str = ","  # CSV field separator
-    plan: str = "auto"  # Spark: auto, explode, range (JVM plans) or python (mapInPandas)
+    plan: str = "auto"  # Spark: auto, explode, range, dyadic (JVM plans) or python (mapInPandas)
 
     def __post_init__(self) -> None:
         try:
@@ -154,8 +154,8 @@ class RunConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise UsageError(f"bad --{name.replace('_', '-')} {getattr(self, name)!r}: use {' or '.join(allowed)}")
-        if self.plan not in ("auto", "explode", "range", "python"):
-            raise UsageError(f"bad --plan {self.plan!r}: use auto, explode, range or python")
+        if self.plan not in ("auto", "explode", "range", "dyadic", "python"):
+            raise UsageError(f"bad --plan {self.plan!r}: use auto, explode, range, dyadic or python")
         if self.sharing not in ("all", "none", "weaveshare"):
             raise UsageError(f"bad --sharing {self.sharing!r}: use all, none or weaveshare")
         if self.input_format not in (None, "csv", "parquet", "json"):

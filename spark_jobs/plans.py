@@ -22,6 +22,8 @@ positive. That is column arithmetic, with no sort and no Python. The windows the
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
@@ -32,11 +34,14 @@ from spanning.aggregates import Count, Extreme, Mean, Sum, SumOverflowError, par
 from spanning.jobspec import EVENTS_COLUMN, RunConfig, UsageError
 from spark_jobs.prepare import END, SEQ, SERIES, START, Prepared, quoted, valid_column
 
-PLANS = ("auto", "explode", "range", "python")
+PLANS = ("auto", "explode", "range", "dyadic", "python")
 RANGE_FROM = 6.0  # windows per event from which the range update beats the explode (measured; see the README)
+DYADIC_FROM = 32.0  # ... and from which dyadic blocks do, for min and max
+KEY_IDS_FROM = 6.0  # ... and from which grouping by a key id pays for its broadcast join
 A, B, MISSED_RUN, K = "_a", "_b", "_missed", "_k"
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row columns (spark_jobs.windowed)
 INT64_MAX = 2**63 - 1
+KEY_ID, MAX_KEY_IDS = "_id", 50_000  # group by a dense key id when there are at most this many keys
 
 
 @dataclass
@@ -46,6 +51,7 @@ class Choice:
     plan: str
     reason: str
     windows_per_event: float | None = None
+    key_ids: bool = False  # group by a dense id per key (see key_ids)
 
 
 def jvm_aggregates(cfg: RunConfig) -> bool:
@@ -71,21 +77,27 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | None) ->
     needs_python = python_only(cfg)
     if cfg.plan == "python":
         return Choice("python", "--plan python")
-    if cfg.plan in ("explode", "range"):
+    rangeable = all(_range_kind(prepared, a) for a in prepared.aggregates(cfg).values())
+    per_event = windows_per_event(cfg, sample) if sample is not None and not needs_python else None
+    many = per_event is not None and per_event >= KEY_IDS_FROM
+    if cfg.plan != "auto":
         if needs_python:
             raise UsageError(f"--plan {cfg.plan} cannot run this query: {needs_python}; use --plan python or auto")
-        if cfg.plan == "range" and not all(_range_kind(prepared, a) for a in prepared.aggregates(cfg).values()):
-            raise UsageError("--plan range covers count, count:col and sums or means of integer columns: use explode")
-        return Choice(cfg.plan, f"--plan {cfg.plan}")
+        if cfg.plan == "range" and not rangeable:
+            raise UsageError("--plan range covers count, count:col and sums or means of integer columns: "
+                             "use dyadic or explode")  # fmt: skip
+        return Choice(cfg.plan, f"--plan {cfg.plan}", per_event, cfg.plan != "explode" or many)
     if needs_python:
         return Choice("python", needs_python)
-    per_event = windows_per_event(cfg, sample) if sample is not None else None
-    rangeable = all(_range_kind(prepared, a) for a in prepared.aggregates(cfg).values())
-    if rangeable and per_event is not None and per_event >= RANGE_FROM:
-        return Choice("range", f"{per_event:.1f} windows per event ≥ {RANGE_FROM}: two rows per run", per_event)
-    why = "an aggregate the range update does not cover" if not rangeable else (
-        f"{per_event:.1f} windows per event < {RANGE_FROM}" if per_event is not None else "no sample")
-    return Choice("explode", f"pre-aggregated explode ({why})", per_event)
+    if per_event is None:
+        return Choice("explode", "no sample of the events: the explode is never far from the best")
+    if rangeable and per_event >= RANGE_FROM:
+        return Choice("range", f"{per_event:.1f} windows per event ≥ {RANGE_FROM}: two rows per event", per_event, True)
+    if per_event >= DYADIC_FROM:
+        why = "" if rangeable else " (min, max or a double sum: no range update)"
+        return Choice("dyadic", f"{per_event:.1f} windows per event ≥ {DYADIC_FROM}: O(log) blocks per event{why}",
+                      per_event, True)  # fmt: skip
+    return Choice("explode", f"{per_event:.1f} windows per event: few enough to explode", per_event, many)
 
 
 def windows_per_event(cfg: RunConfig, sample: DataFrame) -> float:
@@ -131,26 +143,57 @@ def window_runs(rows: DataFrame, cfg: RunConfig, keys: list[str], series_start: 
     )
 
 
-def jvm_window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, plan: str, series_start: str) -> DataFrame:
+def key_ids(events: DataFrame, keys: list[str]) -> DataFrame | None:
+    """A dense long id per distinct key (columns ``_key0``, ... and ``_id``), or None past ``MAX_KEY_IDS`` keys.
+
+    Grouping by a long instead of a text key makes every hash aggregation of the plans about 1.4× faster
+    (measured: the key is hashed once per exploded row). The ids come from one pass over the keys, are
+    collected (deterministic, unlike ids assigned by Spark on each evaluation) and broadcast.
+    """
+    if not keys:
+        return None
+    distinct = events.select(*[quoted(k) for k in keys]).distinct().limit(MAX_KEY_IDS + 1).collect()
+    if len(distinct) > MAX_KEY_IDS:
+        return None
+    schema = T.StructType([
+        *[T.StructField(f"_key{i}", events.schema[k].dataType, True) for i, k in enumerate(keys)],
+        T.StructField(KEY_ID, T.LongType(), False),
+    ])  # fmt: skip
+    return events.sparkSession.createDataFrame([(*row, i) for i, row in enumerate(distinct)], schema)
+
+
+def jvm_window_job(
+    events: DataFrame, prepared: Prepared, cfg: RunConfig, plan: str, series_start: str, ids: DataFrame | None = None
+) -> DataFrame:
     """Windows and late rows in the window job's columns (keys, window_start, window_end, aggregates,
-    ``__events``, ``_late_seq``, ``_windows_missed``), computed by ``plan`` without Python."""
+    ``__events``, ``_late_seq``, ``_windows_missed``), computed by ``plan`` without Python.
+
+    No plan shuffles the events themselves: each aggregates map-side first (Spark's partial aggregation),
+    so only partial rows per (key, window) or (key, block) cross the network, as in the SQL a user writes.
+    With ``ids`` (``key_ids``), the plans group by the key's id and the keys come back by a broadcast join.
+    """
     keys = prepared.keys
-    if keys:  # one shuffle of the raw events by key; the groupings by (key, run) and (key, window) then stay local
-        events = events.repartition(*[quoted(k) for k in keys])
-    runs = window_runs(events, cfg, keys, series_start)
+    if ids is not None:
+        same = [quoted(k).eqNullSafe(F.col(f"_key{i}")) for i, k in enumerate(keys)]
+        events = events.join(F.broadcast(ids), functools.reduce(lambda x, y: x & y, same)).drop(
+            *keys, *[f"_key{i}" for i in range(len(keys))]
+        )
+    group = [KEY_ID] if ids is not None else keys
+    runs = window_runs(events, cfg, group, series_start)
     outputs = {**prepared.aggregates(cfg), EVENTS_COLUMN: "count"}
     active = runs.where(F.col(A) <= F.col(B))
-    if plan == "range":
-        windows = _range_update(active, prepared, keys, outputs)
-    else:
-        windows = _explode(active, prepared, keys, outputs)
+    build = {"range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode}[plan]
+    windows = build(active, prepared, group, outputs)
+    if ids is not None:
+        windows = windows.join(F.broadcast(ids), KEY_ID).select(
+            *[F.col(f"_key{i}").alias(k) for i, k in enumerate(keys)], K, *[quoted(name) for name in outputs]
+        )
     start = F.col(K) * cfg.slide + cfg.offset
-    key_cols = [quoted(k) for k in keys]
     windows = windows.select(
-        *key_cols,
+        *[quoted(k) for k in keys],
         start.alias("window_start"),
         (start + cfg.range).alias("window_end"),
-        *[F.col(f"`{name}`") for name in outputs],
+        *[quoted(name) for name in outputs],
         F.lit(None).cast("long").alias(LATE_SEQ),
         F.lit(None).cast("long").alias(MISSED),
     )
@@ -161,80 +204,145 @@ def jvm_window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, plan: 
 
 
 # ------------------------------------------------------------------------------------------------
-# partials: per aggregate, (pre-aggregation columns, merge of those columns, the result from merged columns)
+# partials: per aggregate, what each event contributes, how contributions merge, and the result
 
 
-def _value(prepared: Prepared, column: str) -> tuple[Column, Column]:
-    return F.col(column), F.col(valid_column(column))
+@dataclass
+class Partial:
+    """One aggregate as columns that merge by sum, max or min, and its result from the merged columns."""
+
+    columns: list[tuple[str, Column, str]]  # (name, an event's contribution, merge: "sum" | "max" | "min")
+    lower: Callable[[], Column]  # the result, over the merged columns (by name)
 
 
-def _partials(spec: str, prepared: Prepared, i: int) -> tuple[list[Column], list, object]:
-    """Pre-aggregation of one aggregate over events, its merge over partial rows, and its lowering."""
+MERGE = {"sum": F.sum, "max": F.max, "min": F.min}
+LOW_BITS = 0xFFFFFFFF  # an integer sum is carried as two long sums, of value >> 32 and of value & LOW_BITS
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _partial(spec: str, prepared: Prepared) -> Partial:
+    """The contributions of one aggregate (over internal columns) and its lowering.
+
+    Columns are named by what they hold, so aggregates that need the same one (``count`` and ``__events``,
+    ``sum:x`` and ``mean:x``) share it.
+    """
     agg = parse_aggregate(spec)
-    n = f"_p{i}_n"
     if isinstance(agg, Count) and agg.column is None:
-        return [F.count(F.lit(1)).alias(n)], [("sum", n)], lambda c: c[n]
-    value, valid = _value(prepared, agg.column)
-    count_valid = F.sum(valid.cast("long")).alias(n)
+        return Partial([("_n", F.lit(1).cast("long"), "sum")], lambda: F.col("_n"))
+    c = agg.column
+    value, valid, n = F.col(c), F.col(valid_column(c)), f"_n{c}"
+    count = (n, valid.cast("long"), "sum")
     if isinstance(agg, Count):
-        return [count_valid], [("sum", n)], lambda c: c[n]
-    total = f"_p{i}_s"
-    if isinstance(agg, (Sum, Mean)):
-        is_int = isinstance(prepared.value_types[agg.column], T.LongType)
-        if is_int:  # exact: DECIMAL(38, 0) holds any sum of 2^64 longs, intermediate ones included
-            summed = F.sum(F.when(valid, value).cast("decimal(38,0)"))
-        else:
-            summed = F.sum(F.when(valid, value))
-        pre = [count_valid, summed.alias(total)]
-        merge = [("sum", n), ("sum", total)]
-        if isinstance(agg, Mean):
-            return pre, merge, lambda c: F.when(c[n] > 0, c[total].cast("double") / c[n])
-        if not is_int:
-            return pre, merge, lambda c: F.when(c[n] > 0, c[total])
-        column = next(c for c, internal in prepared.values.items() if internal == agg.column)
-        message = str(SumOverflowError(column))
-        return pre, merge, lambda c: F.when(c[n] > 0, F.when(
-            c[total].isNull() | (c[total] > F.lit(INT64_MAX).cast("decimal(38,0)"))
-            | (c[total] < F.lit(-INT64_MAX - 1).cast("decimal(38,0)")),
-            F.raise_error(F.lit(message)),
-        ).otherwise(c[total].cast("long")))  # fmt: skip
+        return Partial([count], lambda: F.col(n))
     if isinstance(agg, Extreme):
         kind = "max" if agg.largest else "min"
-        pick = F.max if agg.largest else F.min
-        return [pick(F.when(valid, value)).alias(total)], [(kind, total)], lambda c: c[total]
-    raise ValueError(f"no JVM plan for {spec!r}")
+        best = f"_{kind}{c}"
+        return Partial([(best, F.when(valid, value), kind)], lambda: F.col(best))
+    if not isinstance(agg, (Sum, Mean)):
+        raise ValueError(f"no JVM plan for {spec!r}")
+    if not isinstance(prepared.value_types[c], T.LongType):  # a double sum, in the order Spark adds
+        total = f"_s{c}"
+        columns = [count, (total, F.when(valid, value), "sum")]
+        if isinstance(agg, Mean):
+            return Partial(columns, lambda: F.when(F.col(n) > 0, F.col(total) / F.col(n)))
+        return Partial(columns, lambda: F.when(F.col(n) > 0, F.col(total)))
+    # exact integer sums in long arithmetic: Σx = 2^32·Σ(x >> 32) + Σ(x & (2^32 - 1)); neither part overflows
+    # below 2^31 events per window. With the carry of the low part moved up, the sum fits 64 bits exactly
+    # when the high part fits 32 bits.
+    high, low = f"_h{c}", f"_l{c}"
+    columns = [count, (high, F.when(valid, F.shiftright(value, 32)).otherwise(0), "sum"),
+               (low, F.when(valid, value.bitwiseAND(F.lit(LOW_BITS))).otherwise(0), "sum")]  # fmt: skip
+
+    def parts() -> tuple[Column, Column]:
+        return F.col(high) + F.shiftright(F.col(low), 32), F.col(low).bitwiseAND(F.lit(LOW_BITS))
+
+    if isinstance(agg, Mean):
+
+        def mean() -> Column:
+            hi, lo = parts()
+            return F.when(F.col(n) > 0, (hi.cast("double") * float(2**32) + lo.cast("double")) / F.col(n))
+
+        return Partial(columns, mean)
+    column = next(name for name, internal in prepared.values.items() if internal == c)
+    message = str(SumOverflowError(column))
+
+    def checked() -> Column:
+        hi, lo = parts()
+        fits = hi.between(INT32_MIN, INT32_MAX)
+        return F.when(F.col(n) > 0, F.when(fits, F.shiftleft(hi, 32) + lo).otherwise(F.raise_error(F.lit(message))))
+
+    return Partial(columns, checked)
 
 
-def _merge(kind: str, column: str) -> Column:
-    functions = {"sum": F.sum, "max": F.max, "min": F.min}
-    return functions[kind](F.col(column)).alias(column)
+def _partials(outputs: dict[str, str], prepared: Prepared) -> tuple[list[Partial], list[tuple[str, Column, str]]]:
+    """The partials of every output, and their columns without repeats."""
+    parts = [_partial(spec, prepared) for spec in outputs.values()]
+    columns = {name: (name, contribution, kind) for p in parts for name, contribution, kind in p.columns}
+    return parts, list(columns.values())
+
+
+def _lowered(merged: DataFrame, keys: list[str], parts: list[Partial], outputs: dict[str, str]) -> DataFrame:
+    key_cols = [quoted(k) for k in keys]
+    return merged.select(*key_cols, K, *[p.lower().alias(name) for p, name in zip(parts, outputs, strict=True)])
+
+
+def _aggregated(frame: DataFrame, by: list, columns: list[tuple[str, Column, str]], from_events: bool) -> DataFrame:
+    """``frame`` grouped by ``by``: contributions of events (``from_events``) or merged partial columns."""
+    return frame.groupBy(*by).agg(*[
+        MERGE[kind](contribution if from_events else F.col(name)).alias(name) for name, contribution, kind in columns
+    ])  # fmt: skip
 
 
 def _explode(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
+    """Each event into the windows of its run, merged per (key, window): the SQL users write, plus the TTP."""
     key_cols = [quoted(k) for k in keys]
-    parts = [_partials(spec, prepared, i) for i, spec in enumerate(outputs.values())]
-    pre = active.groupBy(*key_cols, A, B).agg(*[c for p in parts for c in p[0]])
-    partial_columns = [name for p in parts for _, name in p[1]]
-    exploded = pre.select(*key_cols, F.explode(F.sequence(F.col(A), F.col(B))).alias(K), *partial_columns)
-    merged = exploded.groupBy(*key_cols, K).agg(*[_merge(kind, name) for p in parts for kind, name in p[1]])
-    return merged.select(*key_cols, K, *[p[2](merged).alias(name) for p, name in zip(parts, outputs, strict=True)])
+    parts, columns = _partials(outputs, prepared)
+    exploded = active.withColumn(K, F.explode(F.sequence(F.col(A), F.col(B))))
+    return _lowered(_aggregated(exploded, [*key_cols, K], columns, True), keys, parts, outputs)
+
+
+def _dyadic_blocks(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
+    """Each run [a, b] as its aligned power-of-two blocks, merged per (key, block), then per (key, window).
+
+    The blocks are those a segment tree visits for [a, b + 1) (level L holds blocks [i·2^L, (i+1)·2^L)):
+    at level L, lo = ⌈a / 2^L⌉ and hi = ⌊(b + 1) / 2^L⌋; block lo is taken when lo < hi and lo is odd, block
+    hi - 1 when lo < hi and hi is odd. They partition the run, at most two per level, so sums stay exact
+    and every window of the run sees each event once. An event emits O(log(b - a)) rows instead of b - a + 1,
+    and a block's merged partial expands into its 2^L windows once per key, not once per event.
+    """
+    key_cols = [quoted(k) for k in keys]
+    parts, columns = _partials(outputs, prepared)
+    levels = f"(CAST(floor(log2({B} - {A} + 1)) AS INT) + 2)"  # one more than needed: log2 may round down
+    candidates = active.withColumn("_j", F.explode(F.expr(f"sequence(0, 2 * {levels} - 1)")))
+    level, side = "(_j div 2)", "(_j % 2)"
+    lo, hi = f"(-shiftright(-{A}, {level}))", f"shiftright({B} + 1, {level})"
+    blocks = candidates.where(F.expr(f"{lo} < {hi} AND (CASE WHEN {side} = 0 THEN {lo} ELSE {hi} END) & 1 = 1")).select(
+        "*", F.expr(level).alias("_level"), F.expr(f"CASE WHEN {side} = 0 THEN {lo} ELSE {hi} - 1 END").alias("_block")
+    )
+    per_block = _aggregated(blocks, [*key_cols, "_level", "_block"], columns, True)
+    windows = per_block.withColumn(
+        K, F.explode(F.expr("sequence(shiftleft(_block, _level), shiftleft(_block + 1, _level) - 1)"))
+    )
+    return _lowered(_aggregated(windows, [*key_cols, K], columns, False), keys, parts, outputs)
 
 
 def _range_update(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
+    """Suzanne et al.'s insertion as a range update: +contribution at a, -contribution at b + 1, summed per
+    (key, window number), then a running sum per key in window order, filled between change points."""
     key_cols = [quoted(k) for k in keys]
-    parts = [_partials(spec, prepared, i) for i, spec in enumerate(outputs.values())]
-    pre = active.groupBy(*key_cols, A, B).agg(*[c for p in parts for c in p[0]])
-    names = [name for p in parts for _, name in p[1]]
-    plus = pre.select(*key_cols, F.col(A).alias(K), *[F.col(c) for c in names])
-    minus = pre.select(*key_cols, (F.col(B) + 1).alias(K), *[(-F.col(c)).alias(c) for c in names])
-    deltas = plus.unionByName(minus).groupBy(*key_cols, K).agg(*[F.sum(c).alias(c) for c in names])
+    parts, columns = _partials(outputs, prepared)
+    edges = F.array(F.struct(F.col(A).alias(K), F.lit(1).alias("_sign")),
+                    F.struct((F.col(B) + 1).alias(K), F.lit(-1).alias("_sign")))  # fmt: skip
+    signed = active.select(*key_cols, F.inline(edges), *[contribution.alias(name) for name, contribution, _ in columns])
+    names = [name for name, _, _ in columns]
+    deltas = signed.groupBy(*key_cols, K).agg(*[F.sum(F.col(c) * F.col("_sign")).alias(c) for c in names])
     order = Window.partitionBy(*key_cols).orderBy(K) if keys else Window.orderBy(K)
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     changes = deltas.select(
         *key_cols, K, F.lead(K).over(order).alias("_next"), *[F.sum(c).over(running).alias(c) for c in names]
     )
-    events_column = f"_p{len(parts) - 1}_n"  # the hidden count of the last output
+    events_column = "_n"  # the count of events (of the hidden __events output)
     filled = changes.where(F.col(events_column) > 0).select(
         *key_cols, F.explode(F.sequence(F.col(K), F.col("_next") - 1)).alias(K), *names
     )
-    return filled.select(*key_cols, K, *[p[2](filled).alias(name) for p, name in zip(parts, outputs, strict=True)])
+    return _lowered(filled, keys, parts, outputs)

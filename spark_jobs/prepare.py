@@ -65,6 +65,7 @@ class Prepared:
     result_types: dict[str, T.DataType]  # internal non-numeric columns read by arg-aggregates
     original_columns: list[str]
     values: dict[str, str]  # input column -> internal name
+    columnar: bool = False  # read from Parquet: scanning again is cheaper than caching
 
     def aggregates(self, cfg: RunConfig) -> dict[str, str]:
         """Output name -> aggregate spec over the internal column names."""
@@ -109,9 +110,7 @@ def _text_stats(frame: DataFrame, columns: dict[str, Column], full: set[str] | N
         exprs += [F.sum(F.when(flag, 1).otherwise(0)).alias(f"{name}_{i}") for name, flag in flags.items()]
     row = frame.agg(*exprs).first().asDict()
     fields = ("present", "integer", "number", "date_time", "plain_integer")
-    return {
-        label: ColumnStats(**{f: int(row.get(f"{f}_{i}") or 0) for f in fields}) for i, label in enumerate(columns)
-    }
+    return {label: ColumnStats(**{f: int(row.get(f"{f}_{i}") or 0) for f in fields}) for i, label in enumerate(columns)}
 
 
 def _time_kind(dtype: T.DataType, stats: ColumnStats | None) -> str | None:
@@ -284,7 +283,9 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False) -> Prepared:
 def load(spark: SparkSession, cfg: RunConfig) -> Prepared:
     """Check the inputs, read them and prepare every row (the reader contract)."""
     inputs = input_files(cfg.inputs, cfg.input_format, cfg.delimiter)
-    return prepare(read_input(spark, inputs), cfg, csv=inputs.format == "csv")
+    prepared = prepare(read_input(spark, inputs), cfg, csv=inputs.format == "csv")
+    prepared.columnar = inputs.format == "parquet"
+    return prepared
 
 
 def as_read(prepared: Prepared) -> list[Column]:

@@ -16,7 +16,7 @@ from spanning.batch import window_labels
 from spanning.height import resolve_height
 from spanning.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.outputs import finish_output, output_folder
-from spark_jobs.plans import Choice, choose_plan, jvm_window_job, python_only
+from spark_jobs.plans import Choice, choose_plan, jvm_window_job, key_ids, python_only
 from spark_jobs.prepare import END, REASON, SEQ, START, as_read, events, load, quoted
 from spark_jobs.session import get_session
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
@@ -31,10 +31,14 @@ def to_time(column, cfg: RunConfig, is_timestamp: bool):
     return F.timestamp_millis(column) if cfg.time_unit == "ms" else F.timestamp_seconds(column)
 
 
-def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame, list[Choice]]:
-    """(prepared rows, windows, late events, rejected rows, plans) as lazy DataFrames; prepared is persisted."""
+def compute(spark, cfg: RunConfig) -> tuple[Observation, DataFrame, DataFrame, DataFrame, list[Choice]]:
+    """(counts of rows read and rejected, windows, late events, rejected rows, plans) as lazy DataFrames.
+
+    The counts are an ``Observation`` of the rejected rows' pass, ready once ``rejected`` is written.
+    """
     prepared = load(spark, cfg)
-    prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
+    if not prepared.columnar:  # parsing text costs more than caching it; a Parquet scan costs less
+        prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
     if cfg.height == "auto":  # Table 4's cost model on the sizes of (a sample of) the events
         keys = [quoted(k) for k in prepared.keys]
         sample = events(prepared, "first").select(START, END, *keys).limit(HEIGHT_SAMPLE).toPandas()
@@ -46,10 +50,13 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
     choices = [choose_plan(spec, prepared, sample) for spec in specs]
     # the JVM plans need no per-key series start from the earliest start (see spark_jobs.plans.window_runs)
     jvm_rows = events(prepared, "first") if cfg.series_start == "earliest" else rows
+    ids = key_ids(jvm_rows, prepared.keys) if any(c.key_ids for c in choices) else None
     parts = [
         window_job(rows, prepared, spec, series_start=cfg.series_start != "first")
         if choice.plan == "python"
-        else jvm_window_job(jvm_rows, prepared, spec, choice.plan, str(cfg.series_start))
+        else jvm_window_job(
+            jvm_rows, prepared, spec, choice.plan, str(cfg.series_start), ids if choice.key_ids else None
+        )
         for spec, choice in zip(specs, choices, strict=True)
     ]
     if cfg.windows:  # several specs: one job each (the batch plans share nothing), tagged and unioned
@@ -70,8 +77,10 @@ def compute(spark, cfg: RunConfig) -> tuple[DataFrame, DataFrame, DataFrame, Dat
     )
     late_ids = out.where(F.col(LATE_SEQ).isNotNull()).select(F.col(LATE_SEQ).alias(SEQ), *tag, F.col(MISSED))
     late = prepared.rows.join(late_ids, SEQ).select(*as_read(prepared), *tag, F.col(MISSED).alias("windows_missed"))
-    rejected = prepared.rows.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
-    return prepared.rows, windows, late, rejected, choices
+    read = Observation("read")  # every row passes here once, on its way to rejected/ or not
+    counted = prepared.rows.observe(read, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected"))
+    rejected = counted.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
+    return read, windows, late, rejected, choices
 
 
 def write(frame: DataFrame, path: str, fmt: str) -> None:
@@ -86,7 +95,7 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     """Run the job and write its outputs; returns the summary."""
     began = time.perf_counter()
     spark = get_session(cfg.master, cfg.timezone, verbose, cfg.partitions)
-    rows, windows, late, rejected, choices = compute(spark, cfg)  # user mistakes show here, before any output
+    read, windows, late, rejected, choices = compute(spark, cfg)  # user mistakes show here, before any output
     with output_folder(cfg) as output:
         written = {}
         for name, frame in (("windows", windows), ("rejected", rejected), ("late", late)):
@@ -99,7 +108,7 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
                     raise
                 raise SumOverflowError(overflow.group(1)) from None
             written[name] = observed.get["rows"]
-        counts = rows.agg(F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected")).first()  # cached rows
+        counts = read.get
         if counts["rejected"] != written["rejected"]:
             raise RuntimeError(f"rejected rows counted {counts['rejected']} but written {written['rejected']}")
         return finish_output(

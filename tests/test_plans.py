@@ -1,4 +1,4 @@
-"""The JVM plans of the Spark job (explode, range update) against the brute-force oracle and the Python plan.
+"""The JVM plans of the Spark job (explode, range update, dyadic blocks) against the oracle and the Python plan.
 
 Random small streams: short and long calls, point events, ω mod β = 0 and ≠ 0, small and large TTP,
 several keys with a null key, null values, every series start. Each key's rows arrive in end order
@@ -33,7 +33,7 @@ def streams(draw):
             "cell": draw(st.sampled_from(["a", "b", None])),
             "start": start,
             "end": start + length,
-            "v": draw(st.one_of(st.none(), st.integers(-(2**40), 2**40))),
+            "v": draw(st.one_of(st.none(), st.one_of(st.integers(-(2**40), 2**40), st.integers(-(2**59), 2**59)))),
             "f": draw(st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False))),
         })  # fmt: skip
     window = draw(st.sampled_from([(10, 5), (15, 5), (7, 3), (10, 4), (1, 1)]))
@@ -64,8 +64,8 @@ def _py(value):
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
-def _plan_output(spark, tmp_path, frame, window, ttp, series, aggs, plan) -> tuple[dict, dict]:
-    from spark_jobs.plans import jvm_window_job
+def _plan_output(spark, tmp_path, frame, window, ttp, series, aggs, plan, ids=True) -> tuple[dict, dict]:
+    from spark_jobs.plans import jvm_window_job, key_ids
     from spark_jobs.prepare import events, load
     from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
 
@@ -79,7 +79,7 @@ def _plan_output(spark, tmp_path, frame, window, ttp, series, aggs, plan) -> tup
         out = window_job(events(prepared, cfg.series_start), prepared, cfg, series_start=cfg.series_start != "first")
     else:  # as the job hands them over: from the earliest start, no per-key series column
         rows = events(prepared, "first" if cfg.series_start == "earliest" else cfg.series_start)
-        out = jvm_window_job(rows, prepared, cfg, plan, str(cfg.series_start))
+        out = jvm_window_job(rows, prepared, cfg, plan, str(cfg.series_start), key_ids(rows, ["cell"]) if ids else None)
     result = out.toPandas()
     seq_to_id = dict(prepared.rows.select("_seq", "id").toPandas().itertuples(index=False))
     names = [a.replace(":", "_") for a in aggs]
@@ -103,14 +103,22 @@ def _same(got: dict, want: dict) -> None:
                 assert a == b, (where, name, a, b)
 
 
-@pytest.mark.parametrize(("plan", "aggs"), [("explode", ALL_AGGS), ("range", RANGE_AGGS)])
+@pytest.mark.parametrize(
+    ("plan", "aggs", "ids"),
+    [
+        ("explode", ALL_AGGS, True),
+        ("explode", ALL_AGGS, False),
+        ("range", RANGE_AGGS, True),
+        ("dyadic", ALL_AGGS, True),
+    ],
+)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=streams())
-def test_jvm_plans_equal_the_oracle(spark, tmp_path_factory, plan, aggs, case):
+def test_jvm_plans_equal_the_oracle(spark, tmp_path_factory, plan, aggs, ids, case):
     frame, window, ttp, series = case
     want_windows, want_late = _oracle(frame, window, ttp, series, aggs)
     got_windows, got_late = _plan_output(spark, tmp_path_factory.mktemp("plan"), frame, window, ttp, series, aggs,
-                                         plan)  # fmt: skip
+                                         plan, ids)  # fmt: skip
     _same(got_windows, want_windows)
     assert got_late == want_late
 
@@ -130,10 +138,10 @@ def test_plans_agree_with_the_python_plan_on_a_worked_example(spark, tmp_path):
     # Call 3 [1,30) arrives at 30: it counts in [20,30) and [25,35) and misses the five from [-5,5) to [15,25).
     expected_a = {0: 2, 5: 2, 20: 1, 25: 1}
     results = {}
-    for plan, aggs in (("python", RANGE_AGGS), ("explode", RANGE_AGGS), ("range", RANGE_AGGS)):
+    for plan, aggs in (("python", RANGE_AGGS), ("explode", RANGE_AGGS), ("range", RANGE_AGGS), ("dyadic", RANGE_AGGS)):
         results[plan] = _plan_output(spark, tmp_path, frame, (10, 5), 0, "earliest", aggs, plan)
         windows, late = results[plan]
         assert {s: v["count"] for (k, s), v in windows.items() if k == "a"} == expected_a
         assert windows[("a", 0)]["sum_v"] == 10 and windows[("a", 0)]["count_v"] == 1  # the null is not counted
         assert late == {0: 1, 1: 1, 3: 5}
-    assert results["python"] == results["explode"] == results["range"]
+    assert results["python"] == results["explode"] == results["range"] == results["dyadic"]
