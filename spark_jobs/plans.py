@@ -90,7 +90,7 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | None) ->
     if needs_python:
         return Choice("python", needs_python)
     if per_event is None:
-        return Choice("explode", "no sample of the events: the explode is never far from the best")
+        return Choice("explode", "a small input (no sample measured): the explode is never far from the best")
     if rangeable and per_event >= RANGE_FROM:
         return Choice("range", f"{per_event:.1f} windows per event ≥ {RANGE_FROM}: two rows per event", per_event, True)
     if per_event >= DYADIC_FROM:

@@ -9,6 +9,7 @@ the query uses).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -66,6 +67,7 @@ class Prepared:
     original_columns: list[str]
     values: dict[str, str]  # input column -> internal name
     columnar: bool = False  # read from Parquet: scanning again is cheaper than caching
+    input_bytes: int | None = None  # the size of the input files, where they are local
 
     def aggregates(self, cfg: RunConfig) -> dict[str, str]:
         """Output name -> aggregate spec over the internal column names."""
@@ -285,6 +287,8 @@ def load(spark: SparkSession, cfg: RunConfig) -> Prepared:
     inputs = input_files(cfg.inputs, cfg.input_format, cfg.delimiter)
     prepared = prepare(read_input(spark, inputs), cfg, csv=inputs.format == "csv")
     prepared.columnar = inputs.format == "parquet"
+    if not any("://" in path for path in inputs.files):
+        prepared.input_bytes = sum(os.path.getsize(path) for path in inputs.files)
     return prepared
 
 

@@ -23,6 +23,7 @@ from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
 
 HEIGHT_SAMPLE = 200_000  # events measured for --height auto
 PLAN_SAMPLE = 50_000  # events measured for --plan auto
+SMALL_INPUT = 32 * 2**20  # local inputs below this many bytes take the explode without measuring a sample
 
 
 def to_time(column, cfg: RunConfig, is_timestamp: bool):
@@ -46,7 +47,8 @@ def compute(spark, cfg: RunConfig) -> tuple[Observation, DataFrame, DataFrame, D
         cfg.height = resolve_height("auto", cfg.technique, cfg.spec, (sample[START], sample[END], groups))
     rows = events(prepared, cfg.series_start)
     specs = [replace(cfg, windows=[], range=s.range, slide=s.slide) for s in cfg.specs] if cfg.windows else [cfg]
-    sample = rows.select(START, END).limit(PLAN_SAMPLE) if cfg.plan == "auto" and not python_only(cfg) else None
+    small = prepared.input_bytes is not None and prepared.input_bytes < SMALL_INPUT  # no pass to measure it
+    sample = rows.select(START, END).limit(PLAN_SAMPLE) if not small and not python_only(cfg) else None
     choices = [choose_plan(spec, prepared, sample) for spec in specs]
     # the JVM plans need no per-key series start from the earliest start (see spark_jobs.plans.window_runs)
     jvm_rows = events(prepared, "first") if cfg.series_start == "earliest" else rows
