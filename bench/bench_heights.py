@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import spanning
-from spanning.height import predict_costs, recommend_height
+from spanning.planning.height import predict_costs, recommend_height
 
 AGGREGATES = {"n": "count", "bytes": "sum:bytes", "longest": "max:duration"}
 

@@ -22,7 +22,7 @@ import random
 import time
 
 import spanning
-from spanning.multi_window import MultiEngine
+from spanning.engines.multi_window import MultiEngine
 from spanning.sharing.weaveshare import max_sharing, no_sharing, plan_cost, weave_share
 
 SLIDES = [2, 4, 5, 10, 20]

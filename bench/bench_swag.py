@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from spanning.bench.presets import swag_slides
+from spanning.app.bench.presets import swag_slides
 from spanning.swag import ALGORITHMS
 
 

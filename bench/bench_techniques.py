@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 import spanning
-import spanning.height
-from spanning.height import synthetic_events
+import spanning.planning.height
+from spanning.planning.height import synthetic_events
 
 AGGREGATES = {"n": "count", "bytes": "sum:bytes", "longest": "max:duration"}
 TECHNIQUES = ["se-slicing", "se-ml-slicing", "aggregate-buckets", "tuple-buckets", "sweeping"]
@@ -58,7 +58,7 @@ def main() -> None:
             for technique in TECHNIQUES:
                 height = 1
                 if technique == "se-ml-slicing":
-                    height = spanning.height.recommend_height(spec, np.array(starts), np.array(ends))
+                    height = spanning.planning.height.recommend_height(spec, np.array(starts), np.array(ends))
                 best = float("inf")
                 for _ in range(args.repeat):
                     elapsed, out = run(spec, technique, height, starts, ends, rows)

@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from spanning.windows import WindowSpec
+from spanning.kernels.windows import WindowSpec
 
 
 class BucketRing:

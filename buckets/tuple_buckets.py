@@ -12,7 +12,7 @@ from typing import Any
 
 from buckets.ring import BucketRing
 from spanning.aggregates import Aggregate
-from spanning.windows import WindowSpec
+from spanning.kernels.windows import WindowSpec
 
 
 class TupleBuckets:

@@ -25,11 +25,11 @@ from spanning.aggregates import (
     stddev_pop,
     sum_of,
 )
-from spanning.batch import aggregate, aggregate_many
-from spanning.engine import Engine, LateEvent, Window
-from spanning.multi_window import MultiEngine
-from spanning.registry import TECHNIQUES
-from spanning.windows import PairsSlicer, WindowSpec
+from spanning.engines.batch import aggregate, aggregate_many
+from spanning.engines.engine import Engine, LateEvent, Window
+from spanning.engines.multi_window import MultiEngine
+from spanning.kernels.windows import PairsSlicer, WindowSpec
+from spanning.techniques.registry import TECHNIQUES
 
 __all__ = [
     "Aggregate",

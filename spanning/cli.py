@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from spanning.aggregates import parse_aggregate
-from spanning.bench.names import BENCH_MODULES, PRESET_NAMES
-from spanning.jobspec import RunConfig, UsageError, parse_duration
+from spanning.app.bench.names import BENCH_MODULES, PRESET_NAMES
+from spanning.app.jobspec import RunConfig, UsageError, parse_duration
 
 QUIET_COMMANDS = ("run", "tune-height", "generate-cdr")  # their warnings show only with --verbose
 USER_ERRORS = ("UsageError", "SumOverflowError")  # exception names that mean a user mistake (exit 2)
@@ -171,15 +171,15 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from spanning.outputs import check_output, human_summary
-    from spanning.registry import TECHNIQUES
+    from spanning.app.outputs import check_output, human_summary
+    from spanning.techniques.registry import TECHNIQUES
 
     cfg = config_from_args(args)
     check_output(cfg)  # a harmful --output fails at once, before Spark starts; the engines check again
     if cfg.technique not in TECHNIQUES:
         raise UsageError(f"unknown technique {cfg.technique!r}: available are {', '.join(sorted(TECHNIQUES))}")
     if cfg.swag is not None:
-        from spanning.point_windows import build_swag
+        from spanning.techniques.point_windows import build_swag
 
         for agg in cfg.aggregates:  # unknown names and unfit aggregates fail here, before any work
             try:
@@ -187,17 +187,23 @@ def _run(args: argparse.Namespace) -> int:
             except ValueError as err:
                 raise UsageError(str(err)) from err
     if cfg.engine == "local":
-        from spanning.local_run import run_local
+        from spanning.app.local_run import run_local
 
         summary = run_local(cfg, args.verbose)
     else:
-        try:
-            from spark_jobs.run import run_spark
-        except ImportError as err:
-            raise UsageError(SPARK_NEEDED.format(err)) from err
-        summary = run_spark(cfg, args.verbose)
+        summary = spark_engine().run(cfg, args.verbose)
     print(human_summary(summary))
     return 0
+
+
+def spark_engine():
+    """The Spark engine (``spark_jobs``, found by entry point), or one clear line when it cannot be used."""
+    from spanning.app.plugins import load_engine
+
+    try:
+        return load_engine("spark")
+    except ImportError as err:
+        raise UsageError(SPARK_NEEDED.format(err)) from err
 
 
 def _generate_parser(sub) -> None:
@@ -218,7 +224,7 @@ def _generate_parser(sub) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from spanning.cdr import generate_cdr
+    from spanning.app.cdr import generate_cdr
 
     if args.rows < 0 or not 0 <= args.data_share + args.sms_share <= 1 or not 0 <= args.bad_share <= 1:
         raise UsageError("--rows must be >= 0 and the shares between 0 and 1")
@@ -266,9 +272,7 @@ def _tune_parser(sub) -> None:
 
 
 def _tune_events(args: argparse.Namespace):
-    import numpy as np
-
-    from spanning.height import synthetic_events
+    from spanning.planning.height import synthetic_events
 
     if not args.inputs:
         if args.mu is None:
@@ -280,17 +284,8 @@ def _tune_events(args: argparse.Namespace):
                     duration=args.duration, engine=args.engine, master=args.master, time_unit=args.time_unit,
                     input_format=args.input_format, delimiter=args.delimiter, timezone=args.timezone)  # fmt: skip
     if args.engine == "spark":
-        try:
-            from spark_jobs.prepare import END, START, events, load
-            from spark_jobs.session import get_session
-        except ImportError as err:
-            raise UsageError(SPARK_NEEDED.format(err)) from err
-
-        spark = get_session(args.master, args.timezone, verbose=args.verbose)
-        sample = events(load(spark, cfg), "first")
-        frame = sample.select(START, END).limit(max(args.sample, 200_000)).toPandas()
-        return frame[START].to_numpy(np.int64), frame[END].to_numpy(np.int64)
-    from spanning.local_run import event_times
+        return spark_engine().event_times(cfg, max(args.sample, 200_000), args.verbose)
+    from spanning.app.local_run import event_times
 
     return event_times(cfg)
 
@@ -298,8 +293,8 @@ def _tune_events(args: argparse.Namespace):
 def _tune(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from spanning.tune import format_table, height_table
-    from spanning.windows import WindowSpec
+    from spanning.app.tune import format_table, height_table
+    from spanning.kernels.windows import WindowSpec
 
     unit = args.time_unit
     try:
@@ -354,8 +349,8 @@ def _bench(args: argparse.Namespace) -> int:
         raise UsageError(
             f"spanning bench needs the bench extra: pip install 'spanning[bench]' ({', '.join(missing)} missing)"
         )
-    from spanning.bench.presets import PRESETS, Setting
-    from spanning.bench.report import write
+    from spanning.app.bench.presets import PRESETS, Setting
+    from spanning.app.bench.report import write
 
     began = time.perf_counter()
 
@@ -434,11 +429,12 @@ def describe_failure(err: BaseException) -> tuple[str, int]:
     overflow = getattr(spanning.aggregates, "SumOverflowError", None)
     if isinstance(overflow, type) and isinstance(err, overflow):
         return f"{type(err).__name__}: {_first_line(err)}", 2
-    from spark_jobs.errors import worker_error
+    from spanning.app.plugins import worker_error_readers
 
-    found = worker_error(err)  # a failure inside a Spark Python worker: its own exception, not Spark's wrapper
-    if found is not None:
-        return found.line, 2 if found.name in USER_ERRORS else 1
+    for worker_error in worker_error_readers():  # the engines' own: Spark's reads its Python workers' tracebacks
+        found = worker_error(err)  # a failure inside a worker: its own exception, not the engine's wrapper
+        if found is not None:
+            return found.line, 2 if found.name in USER_ERRORS else 1
     if isinstance(err, OSError):
         # a file that cannot be read or written, a full disk: the environment, not a bug
         where = f": {err.filename}" if err.filename else ""

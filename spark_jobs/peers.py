@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 from pyspark.sql import functions as F
 
-from spanning.cdr import generate_cdr
-from spanning.jobspec import RunConfig
+from spanning.app.cdr import generate_cdr
+from spanning.app.jobspec import RunConfig
 from spark_jobs.prepare import END, START
 from spark_jobs.run import compute
 from spark_jobs.session import get_session

@@ -1,7 +1,7 @@
 """Plans that keep built-in aggregates in the JVM: the batch form of SE-Slicing as Spark SQL.
 
 With each key's events taken in end order, the clock when an event arrives is its own end u, so the
-event counts in one contiguous run of window numbers (the same run as ``spanning.chunks.reduce_chunk``):
+event counts in one contiguous run of window numbers (the same run as ``spanning.engines.chunks.reduce_chunk``):
 
     a = max(first window ending after l,  first window w with u(w) + δ ≥ u,  the key's series start)
     b = last window starting before u
@@ -30,9 +30,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spanning.aggregates import Count, Extreme, Mean, Sum, SumOverflowError, parse_aggregate
-from spanning.jobspec import EVENTS_COLUMN, RunConfig, UsageError
-from spark_jobs.prepare import END, SEQ, SERIES, START, Prepared, quoted, valid_column
+from spanning.aggregates import SqlFunction, SumOverflowError, parse_aggregate
+from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
+from spark_jobs.prepare import END, REASON, SEQ, SERIES, START, Prepared, as_read, quoted, valid_column
 
 PLANS = ("auto", "explode", "range", "dyadic", "python")
 RANGE_FROM = 6.0  # windows per event from which the range update beats the explode (measured; see the README)
@@ -55,8 +55,8 @@ class Choice:
 
 
 def jvm_aggregates(cfg: RunConfig) -> bool:
-    """Whether the JVM plans compute every aggregate of ``cfg`` (count, count:col, sum, mean, min, max)."""
-    return all(isinstance(parse_aggregate(a), (Count, Sum, Mean, Extreme)) for a in cfg.aggregates)
+    """Whether the JVM plans compute every aggregate of ``cfg``: those equal to a SQL aggregate function."""
+    return all(parse_aggregate(a).capabilities.sql is not None for a in cfg.aggregates)
 
 
 def python_only(cfg: RunConfig) -> str | None:
@@ -116,9 +116,10 @@ def _floordiv(x: str, y: int) -> str:
 
 def _range_kind(prepared: Prepared, spec: str) -> bool:
     agg = parse_aggregate(spec)
-    if isinstance(agg, Count):
+    sql = agg.capabilities.sql
+    if sql is SqlFunction.COUNT:
         return True
-    if isinstance(agg, (Sum, Mean)):
+    if sql in (SqlFunction.SUM, SqlFunction.AVG):
         return isinstance(prepared.value_types[agg.column], T.LongType)
     return False
 
@@ -163,7 +164,13 @@ def key_ids(events: DataFrame, keys: list[str]) -> DataFrame | None:
 
 
 def jvm_window_job(
-    events: DataFrame, prepared: Prepared, cfg: RunConfig, plan: str, series_start: str, ids: DataFrame | None = None
+    events: DataFrame,
+    prepared: Prepared,
+    cfg: RunConfig,
+    plan: str,
+    series_start: str,
+    ids: DataFrame | None = None,
+    with_late: bool = True,
 ) -> DataFrame:
     """Windows and late rows in the window job's columns (keys, window_start, window_end, aggregates,
     ``__events``, ``_late_seq``, ``_windows_missed``), computed by ``plan`` without Python.
@@ -171,6 +178,7 @@ def jvm_window_job(
     No plan shuffles the events themselves: each aggregates map-side first (Spark's partial aggregation),
     so only partial rows per (key, window) or (key, block) cross the network, as in the SQL a user writes.
     With ``ids`` (``key_ids``), the plans group by the key's id and the keys come back by a broadcast join.
+    Without ``with_late``, only windows (the job takes late rows from ``late_rows``).
     """
     keys = prepared.keys
     if ids is not None:
@@ -197,10 +205,24 @@ def jvm_window_job(
         F.lit(None).cast("long").alias(LATE_SEQ),
         F.lit(None).cast("long").alias(MISSED),
     )
+    if not with_late:
+        return windows
     late = runs.where(F.col(MISSED_RUN) > 0).select(
         F.col(SEQ).alias(LATE_SEQ), F.col(MISSED_RUN).cast("long").alias(MISSED)
     )
     return windows.unionByName(late, allowMissingColumns=True)
+
+
+def late_rows(prepared: Prepared, cfg: RunConfig, series_start: str) -> DataFrame:
+    """The late events of the JVM plans, as read plus ``windows_missed``: the arithmetic of ``window_runs``
+    on the accepted rows themselves, so no join back by arrival number (a shuffle of every row)."""
+    rows = prepared.rows.where(F.col(REASON).isNull())
+    if series_start not in ("first", "earliest"):
+        rows = rows.withColumn(SERIES, F.lit(int(series_start)).cast("long"))
+    runs = window_runs(rows, cfg, [key_column(i) for i in range(len(prepared.keys))], series_start)
+    return runs.where(F.col(MISSED_RUN) > 0).select(
+        *as_read(prepared), F.col(MISSED_RUN).cast("long").alias("windows_missed")
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -227,23 +249,24 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
     ``sum:x`` and ``mean:x``) share it.
     """
     agg = parse_aggregate(spec)
-    if isinstance(agg, Count) and agg.column is None:
+    sql = agg.capabilities.sql
+    if sql is SqlFunction.COUNT and agg.column is None:
         return Partial([("_n", F.lit(1).cast("long"), "sum")], lambda: F.col("_n"))
     c = agg.column
     value, valid, n = F.col(c), F.col(valid_column(c)), f"_n{c}"
     count = (n, valid.cast("long"), "sum")
-    if isinstance(agg, Count):
+    if sql is SqlFunction.COUNT:
         return Partial([count], lambda: F.col(n))
-    if isinstance(agg, Extreme):
-        kind = "max" if agg.largest else "min"
+    if sql in (SqlFunction.MIN, SqlFunction.MAX):
+        kind = sql.value
         best = f"_{kind}{c}"
         return Partial([(best, F.when(valid, value), kind)], lambda: F.col(best))
-    if not isinstance(agg, (Sum, Mean)):
+    if sql not in (SqlFunction.SUM, SqlFunction.AVG):
         raise ValueError(f"no JVM plan for {spec!r}")
     if not isinstance(prepared.value_types[c], T.LongType):  # a double sum, in the order Spark adds
         total = f"_s{c}"
         columns = [count, (total, F.when(valid, value), "sum")]
-        if isinstance(agg, Mean):
+        if sql is SqlFunction.AVG:
             return Partial(columns, lambda: F.when(F.col(n) > 0, F.col(total) / F.col(n)))
         return Partial(columns, lambda: F.when(F.col(n) > 0, F.col(total)))
     # exact integer sums in long arithmetic: Σx = 2^32·Σ(x >> 32) + Σ(x & (2^32 - 1)); neither part overflows
@@ -256,7 +279,7 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
     def parts() -> tuple[Column, Column]:
         return F.col(high) + F.shiftright(F.col(low), 32), F.col(low).bitwiseAND(F.lit(LOW_BITS))
 
-    if isinstance(agg, Mean):
+    if sql is SqlFunction.AVG:
 
         def mean() -> Column:
             hi, lo = parts()

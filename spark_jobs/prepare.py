@@ -2,7 +2,7 @@
 
 Every input row comes out of ``prepare`` once, either with ``reason`` null (an event) or with the
 reason it cannot be used (nothing is dropped silently). The rules are the reader contract of
-``spanning.reader``, which the local engine follows too: here they are Spark SQL expressions over the
+``spanning.app.reader``, which the local engine follows too: here they are Spark SQL expressions over the
 same patterns, and the column kinds come from the same counts (one aggregation over the text columns
 the query uses).
 """
@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
-from spanning.jobspec import CORRUPT_RECORD, REASONS, RunConfig, UsageError, key_column, value_column, with_columns
-from spanning.reader import TIME_LIMIT, ColumnStats, Inputs, column_kind, input_files, java_pattern, time_kinds
+from spanning.app.jobspec import CORRUPT_RECORD, REASONS, RunConfig, UsageError, key_column, value_column, with_columns
+from spanning.app.reader import TIME_LIMIT, ColumnStats, Inputs, column_kind, input_files, java_pattern, time_kinds
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -41,7 +41,7 @@ def _literal_path(path: str) -> str:
 
 
 def read_input(spark: SparkSession, inputs: Inputs) -> DataFrame:
-    """The files of ``inputs`` (checked by ``spanning.reader.input_files``): CSV as text, Parquet, JSON lines."""
+    """The files of ``inputs`` (checked by ``spanning.app.reader.input_files``): CSV as text, Parquet, JSON lines."""
     files = [_literal_path(p) for p in inputs.files]  # remote paths (and their globs) go to Spark as given
     reader = spark.read
     if inputs.format == "csv":  # RFC 4180: quoted fields may hold line breaks and doubled quotes
@@ -93,7 +93,7 @@ def _matches(column: Column, name: str) -> Column:
 
 
 def _text_stats(frame: DataFrame, columns: dict[str, Column], full: set[str] | None = None) -> dict[str, ColumnStats]:
-    """The counts of ``spanning.reader.column_kind`` for text columns, in one pass.
+    """The counts of ``spanning.app.reader.column_kind`` for text columns, in one pass.
 
     Only the labels in ``full`` (all, if None) get every count; the others get what typing a plain
     column needs (present, plain_integer), which saves regular expressions on wide CSV files.

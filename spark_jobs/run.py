@@ -12,11 +12,11 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from spanning.aggregates import SumOverflowError
-from spanning.batch import window_labels
-from spanning.height import resolve_height
-from spanning.jobspec import EVENTS_COLUMN, RunConfig
-from spanning.outputs import finish_output, output_folder
-from spark_jobs.plans import Choice, choose_plan, jvm_window_job, key_ids, python_only
+from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
+from spanning.app.outputs import finish_output, output_folder
+from spanning.planning.height import resolve_height
+from spanning.planning.specs import window_labels
+from spark_jobs.plans import Choice, choose_plan, jvm_window_job, key_ids, late_rows, python_only
 from spark_jobs.prepare import END, REASON, SEQ, START, as_read, events, load, quoted
 from spark_jobs.session import get_session
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
@@ -30,6 +30,10 @@ def to_time(column, cfg: RunConfig, is_timestamp: bool):
     if not is_timestamp:
         return column
     return F.timestamp_millis(column) if cfg.time_unit == "ms" else F.timestamp_seconds(column)
+
+
+def _tag(label: str | None) -> list:
+    return [] if label is None else [F.lit(label).alias("window")]
 
 
 def compute(spark, cfg: RunConfig) -> tuple[Observation, DataFrame, DataFrame, DataFrame, list[Choice]]:
@@ -57,16 +61,26 @@ def compute(spark, cfg: RunConfig) -> tuple[Observation, DataFrame, DataFrame, D
         window_job(rows, prepared, spec, series_start=cfg.series_start != "first")
         if choice.plan == "python"
         else jvm_window_job(
-            jvm_rows, prepared, spec, choice.plan, str(cfg.series_start), ids if choice.key_ids else None
+            jvm_rows, prepared, spec, choice.plan, str(cfg.series_start), ids if choice.key_ids else None, False
         )
         for spec, choice in zip(specs, choices, strict=True)
     ]
+    labels = window_labels(cfg.specs) if cfg.windows else [None] * len(specs)
+    tag = [F.col("window")] if cfg.windows else []
     if cfg.windows:  # several specs: one job each (the batch plans share nothing), tagged and unioned
-        parts = [p.withColumn("window", F.lit(label)) for p, label in zip(parts, window_labels(cfg.specs), strict=True)]
+        parts = [p.withColumn("window", F.lit(label)) for p, label in zip(parts, labels, strict=True)]
     out = functools.reduce(lambda a, b: a.unionByName(b), parts)
+    late_parts = [  # the JVM plans' late rows come from the rows themselves
+        late_rows(prepared, spec, str(cfg.series_start)).select(*as_read(prepared), *_tag(label), "windows_missed")
+        for spec, choice, label in zip(specs, choices, labels, strict=True)
+        if choice.plan != "python"
+    ]
     if any(c.plan == "python" for c in choices):  # one Python pass yields windows and late rows together
         out = out.persist(StorageLevel.MEMORY_AND_DISK)
-    tag = [F.col("window")] if cfg.windows else []
+        late_ids = out.where(F.col(LATE_SEQ).isNotNull()).select(F.col(LATE_SEQ).alias(SEQ), *tag, F.col(MISSED))
+        late_parts.append(
+            prepared.rows.join(late_ids, SEQ).select(*as_read(prepared), *tag, F.col(MISSED).alias("windows_missed"))
+        )
     windows = out.where(F.col(LATE_SEQ).isNull())
     if cfg.empty_windows == "skip":
         windows = windows.where(F.col(EVENTS_COLUMN) > 0)
@@ -77,8 +91,7 @@ def compute(spark, cfg: RunConfig) -> tuple[Observation, DataFrame, DataFrame, D
         to_time(F.col("window_end"), cfg, prepared.time_is_timestamp).alias("window_end"),
         *[quoted(name) for name in cfg.aggregate_columns],
     )
-    late_ids = out.where(F.col(LATE_SEQ).isNotNull()).select(F.col(LATE_SEQ).alias(SEQ), *tag, F.col(MISSED))
-    late = prepared.rows.join(late_ids, SEQ).select(*as_read(prepared), *tag, F.col(MISSED).alias("windows_missed"))
+    late = functools.reduce(lambda a, b: a.unionByName(b), late_parts)
     read = Observation("read")  # every row passes here once, on its way to rejected/ or not
     counted = prepared.rows.observe(read, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected"))
     rejected = counted.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))

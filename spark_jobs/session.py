@@ -13,7 +13,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from spanning.jobspec import UsageError
+from spanning.app.jobspec import UsageError
 
 APP_NAME = "spanning"
 
@@ -81,10 +81,11 @@ def get_session(master: str | None = None, timezone: str = "UTC", verbose: bool 
     return spark
 
 
-#: What the executors import, shipped with every job: the project's top-level packages (``spanning`` imports
-#: ``buckets`` and ``sweeping`` through its technique registry; a job's function may refer to ``spark_jobs``) and
-#: ``sortedcontainers``, the one pure-Python dependency (``sweeping`` imports it whenever ``spanning`` is imported).
-#: numpy, pandas and pyarrow hold compiled code: they are all that the executors need installed.
+#: What the executors import, shipped with every job, each package whole (its subpackages, such as ``spanning.kernels``
+#: or ``spanning.engines``, included): the project's top-level packages (``spanning`` imports ``buckets`` and
+#: ``sweeping`` by name, when a job's ``--technique`` is a baseline; a job's function may refer to ``spark_jobs``)
+#: and ``sortedcontainers``, the one pure-Python dependency (plane sweeping imports it). numpy, pandas and pyarrow
+#: hold compiled code: they are all that the executors need installed.
 ENGINE_PACKAGES = ("spanning", "buckets", "sweeping", "spark_jobs", "sortedcontainers")
 ENGINE_ZIP = "spanning-engine.zip"
 _NOT_SHIPPED = frozenset({"__pycache__", "tests"})

@@ -1,7 +1,7 @@
 """The windowed job: partition by key, sort by (key, end), stream each partition through the engine.
 
 Each partition arrives in ``mapInPandas`` as Arrow batches sorted by (key, end, _seq). A
-``spanning.chunks.SortedStreamAggregator`` reduces each batch with array operations and carries the
+``spanning.engines.chunks.SortedStreamAggregator`` reduces each batch with array operations and carries the
 open windows of at most one key to the next batch, so memory stays bounded whatever the key sizes.
 The function yields released windows and late events in one frame: late rows have ``_late_seq`` set.
 """
@@ -12,26 +12,25 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spanning.aggregates import ArgExtreme, Count, Extreme, ExtremeCount, Mean, StdDev, Sum, parse_aggregate
-from spanning.jobspec import EVENTS_COLUMN, RunConfig, user_errors
+from spanning.aggregates import ResultKind, parse_aggregate
+from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, user_errors
 from spark_jobs.prepare import END, SEQ, SERIES, START, Prepared, quoted, valid_column
 
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"
 
 
 def result_type(spec: str, prepared: Prepared) -> T.DataType:
-    """Spark type of an aggregate's result column."""
+    """Spark type of an aggregate's result column, from the kind of result it declares."""
     agg = parse_aggregate(spec)
-    if isinstance(agg, (Count, ExtremeCount)):
+    kind = agg.capabilities.result
+    if kind in (ResultKind.COUNT, ResultKind.INTEGER):
         return T.LongType()
-    if isinstance(agg, (Mean, StdDev)):
+    if kind is ResultKind.FLOAT:
         return T.DoubleType()
-    if isinstance(agg, (Sum, Extreme)):
-        return prepared.value_types[agg.column]
-    if isinstance(agg, ArgExtreme):
-        if agg.result is None:
-            return T.LongType()
-        return prepared.value_types.get(agg.result) or prepared.result_types[agg.result]
+    if kind is ResultKind.INPUT:
+        return prepared.value_types[agg.result_column]
+    if kind is ResultKind.RESULT_COLUMN:
+        return prepared.value_types.get(agg.result_column) or prepared.result_types[agg.result_column]
     raise ValueError(f"no Spark type for aggregate {spec!r}")
 
 
@@ -60,8 +59,8 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
     def process(batches):
         import pandas as pd
 
-        from spanning.chunks import SortedEngineStream, SortedStreamAggregator
-        from spanning.engine import build_aggregates
+        from spanning.engines.chunks import SortedEngineStream, SortedStreamAggregator
+        from spanning.engines.engine import build_aggregates
 
         _, aggs = build_aggregates(dict(zip(names, specs, strict=True)))
         common = dict(start=START, end=END, seq=SEQ, series_start=SERIES if series_start else None,

@@ -6,10 +6,11 @@ A sweep line moves with the releases: at the release of ``[L, U)`` the start ind
 L leave it, and leave the indexes: no open window needs them). The active set is then exactly the
 events that overlap the window.
 
-* Cumulative form (count, sum, mean, stddev): counters of the events started minus those ended, kept
-  exactly (integers, and floats as fractions), so the subtraction loses nothing.
-* Selective form (min, max, argmin, argmax, mincount, maxcount): the values of the active events in a
-  sorted list, whose first or last entry is the answer.
+* Aggregates of the power-sums form (``Form.POWER_SUMS``: count, sum, mean, stddev): counters n, Σx and Σx²
+  of the events started minus those ended, kept exactly (integers, and floats as fractions), so the
+  subtraction loses nothing.
+* Aggregates of the order form (``Form.ORDER``: min, max, argmin, argmax, mincount, maxcount): the active
+  events in a sorted list by the aggregate's order key, whose first or last entry is the answer.
 
 An event that arrives after the sweep line passed its start (out of order) joins the active set at once.
 """
@@ -22,8 +23,8 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from spanning.aggregates import Aggregate, ArgExtreme, Count, Extreme, ExtremeCount, Mean, StdDev, Sum
-from spanning.windows import WindowSpec
+from spanning.aggregates import Aggregate, Form
+from spanning.kernels.windows import WindowSpec
 
 _INF = float("inf")
 
@@ -32,80 +33,47 @@ def _exact(value: Any) -> Any:
     return Fraction(value) if isinstance(value, float) else value
 
 
-def _plain(value: Any) -> Any:
-    return float(value) if isinstance(value, Fraction) else value
-
-
 class _Counters:
-    """Cumulative form: n, Σx and Σx² of the active events, added at start and subtracted at end."""
+    """Power-sums form: n, Σx and Σx² of the active events, added at start and subtracted at end."""
 
     def __init__(self, agg: Aggregate) -> None:
         self.agg = agg
         self.n = self.total = self.squares = 0
-        if isinstance(agg, Count):  # (counted?, x) from the aggregate's lifted form, chosen once
-            self._value = lambda lifted: (lifted, None)
-        elif isinstance(agg, Sum):
-            self._value = lambda lifted: (0, None) if lifted is None else (1, _exact(lifted))
-        elif isinstance(agg, Mean):
-            self._value = lambda lifted: (lifted[1], _exact(lifted[0]))
-        else:  # StdDev: (1, x, 0.0)
-            self._value = lambda lifted: (lifted[0], _exact(lifted[1]))
+        self._terms = agg.power_terms  # (counted?, x) from the aggregate's lifted form
 
     def update(self, lifted: Any, event: int, sign: int) -> None:
-        counted, x = self._value(lifted)
+        counted, x = self._terms(lifted)
         if counted:
             self.n += sign
             if x is not None:
+                x = _exact(x)
                 self.total += sign * x
                 self.squares += sign * x * x
 
     def partial(self) -> Any:
-        agg, n = self.agg, self.n
-        if isinstance(agg, Count):
-            return n
-        if isinstance(agg, Sum):
-            return _plain(self.total) if n else None
-        if isinstance(agg, Mean):
-            return (_plain(self.total), n)
-        if not n:
-            return agg.identity()
-        mean = Fraction(self.total) / n
-        return (n, float(mean), float(self.squares - mean * self.total))  # (n, mean, M2), exact until here
+        return self.agg.from_power_sums(self.n, self.total, self.squares)
 
 
 class _Extremes:
-    """Selective form: the active events' values in a sorted list."""
+    """Order form: the active events as (order key, event, lifted) in a sorted list."""
 
     def __init__(self, agg: Aggregate) -> None:
         self.agg = agg
         self.values = SortedList()
-
-    def _entry(self, lifted: Any, event: int) -> tuple | None:
-        if lifted is None:
-            return None
-        if isinstance(self.agg, ArgExtreme):  # ties go to the first arrival: (value, -seq) is largest for max
-            value, seq, _ = lifted
-            key = (value, -seq) if self.agg.largest else (value, seq)
-            return (key, event, lifted)
-        value = lifted[0] if isinstance(self.agg, ExtremeCount) else lifted
-        return (value, event)
+        self._key = agg.order_key
 
     def update(self, lifted: Any, event: int, sign: int) -> None:
-        entry = self._entry(lifted, event)
-        if entry is not None:
-            self.values.add(entry) if sign > 0 else self.values.remove(entry)
+        if lifted is None:  # no value
+            return
+        entry = (self._key(lifted), event, lifted)
+        self.values.add(entry) if sign > 0 else self.values.remove(entry)
 
     def partial(self) -> Any:
-        if not self.values:
-            return None
-        agg, values = self.agg, self.values
-        best = values[-1] if agg.largest else values[0]
-        if isinstance(agg, ArgExtreme):
-            return best[2]
-        if isinstance(agg, Extreme):
-            return best[0]
-        v = best[0]  # ExtremeCount: how many entries hold the extreme value
-        return (v, values.bisect_right((v, _INF)) - values.bisect_left((v,)))
+        values = self.values
+        if not values:
+            return self.agg.identity()
+        key, _, lifted = values[-1] if self.agg.largest else values[0]
+        return self.agg.from_best(lifted, lambda: values.bisect_right((key, _INF)) - values.bisect_left((key,)))
 
 
 class PlaneSweeping:
@@ -116,9 +84,10 @@ class PlaneSweeping:
             raise ValueError("sweeping has no height; use technique 'se-ml-slicing' for height > 1")
         states = []
         for agg in aggregates:
-            if isinstance(agg, (Count, Sum, Mean, StdDev)):
+            form = agg.capabilities.form
+            if form is Form.POWER_SUMS:
                 states.append(_Counters(agg))
-            elif isinstance(agg, (Extreme, ArgExtreme, ExtremeCount)):
+            elif form is Form.ORDER:
                 states.append(_Extremes(agg))
             else:
                 raise ValueError(f"sweeping supports the built-in aggregates only, not {agg.name!r}")

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from spanning.bench.presets import PRESETS
+from spanning.app.bench.presets import PRESETS
 from spanning.cli import main
 
 

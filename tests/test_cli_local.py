@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 import spanning
-from spanning.cdr import generate_cdr
+from spanning.app.cdr import generate_cdr
+from spanning.app.jobspec import UsageError, parse_duration
 from spanning.cli import main
-from spanning.jobspec import UsageError, parse_duration
 
 CALLS = pd.DataFrame(
     {

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spanning.cdr import generate_cdr
+from spanning.app.cdr import generate_cdr
 from spanning.cli import main
 from spark_jobs.session import ENGINE_PACKAGES, ENGINE_ZIP, engine_zip
 from tests.test_spark_job import AGGS, assert_frames_match, read_output
@@ -72,8 +72,8 @@ def test_engine_zip_holds_every_package_the_executors_import_built_once():
     with zipfile.ZipFile(first) as archive:
         names = archive.namelist()
     assert {name.split("/")[0] for name in names} == set(ENGINE_PACKAGES)
-    assert {"spanning/registry.py", "buckets/ring.py", "sweeping/plane_sweeping.py", "spark_jobs/windowed.py",
-            "sortedcontainers/sortedlist.py"} <= set(names)  # fmt: skip
+    assert {"spanning/techniques/registry.py", "buckets/ring.py", "sweeping/plane_sweeping.py",
+            "spark_jobs/windowed.py", "sortedcontainers/sortedlist.py"} <= set(names)  # fmt: skip
     assert not [n for n in names if "__pycache__" in n or "/tests/" in n or not n.endswith(".py")]
     try:  # every top-level package of the installed project (pyproject's packages.find) is shipped
         top_level = metadata.distribution("spanning").read_text("top_level.txt")

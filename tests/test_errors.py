@@ -149,9 +149,9 @@ class PythonException(Exception):
 
 def test_cli_exit_codes_and_one_line(tmp_path, capsys, monkeypatch):
     import spanning.aggregates
-    import spanning.local_run
+    import spanning.app.local_run
+    from spanning.app.jobspec import UsageError
     from spanning.cli import main
-    from spanning.jobspec import UsageError
 
     overflow = getattr(spanning.aggregates, "SumOverflowError", None)
     worker = PY4J_TEXT.split(": Traceback", 1)[1]
@@ -177,7 +177,7 @@ def test_cli_exit_codes_and_one_line(tmp_path, capsys, monkeypatch):
         def fail(cfg, verbose=False, failure=failure):
             raise failure
 
-        monkeypatch.setattr(spanning.local_run, "run_local", fail)
+        monkeypatch.setattr(spanning.app.local_run, "run_local", fail)
         assert main([*argv, "--output", str(tmp_path / "out")]) == code
         err = capsys.readouterr().err.strip().splitlines()
         assert err[0].startswith(line), (err, line)
@@ -194,7 +194,7 @@ def test_warnings_reach_the_terminal_only_with_verbose(tmp_path, capsys, monkeyp
     import os
     import warnings
 
-    import spanning.local_run
+    import spanning.app.local_run
     from spanning.cli import main
 
     seen_env = []
@@ -206,7 +206,7 @@ def test_warnings_reach_the_terminal_only_with_verbose(tmp_path, capsys, monkeyp
         return {"rows_read": 0, "accepted": 0, "rejected": 0, "late": 0, "windows_written": 0, "wall_time_s": 0.0,
                 "output": str(tmp_path / "out")}  # fmt: skip
 
-    monkeypatch.setattr(spanning.local_run, "run_local", noisy)
+    monkeypatch.setattr(spanning.app.local_run, "run_local", noisy)
     path = tmp_path / "calls.csv"
     CALLS.to_csv(path, index=False)
     argv = ["run", str(path), "--range", "10", "--slide", "5", "--start", "start", "--end", "end", "--engine", "local"]
@@ -223,8 +223,8 @@ def test_warnings_reach_the_terminal_only_with_verbose(tmp_path, capsys, monkeyp
 def test_a_real_spark_worker_failure_is_one_line(spark):
     """A PythonException as PySpark raises it: the worker's own exception, exit 2 only for user mistakes."""
     import spanning.aggregates
+    from spanning.app.jobspec import UsageError
     from spanning.cli import describe_failure
-    from spanning.jobspec import UsageError
 
     user_error = getattr(spanning.aggregates, "SumOverflowError", UsageError)
     frame = spark.range(4, numPartitions=1)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from spanning.bench.names import BENCH_MODULES, PRESET_NAMES
+from spanning.app.bench.names import BENCH_MODULES, PRESET_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRAS = ("pyspark", "py4j", *BENCH_MODULES, "hypothesis", "pytest")  # not base dependencies
@@ -32,7 +32,7 @@ RUN = ["--range", "15m", "--slide", "5m", "--ttp", "1h", "--start", "start", "--
 def test_bench_preset_names_are_the_presets():
     for module in BENCH_MODULES:
         pytest.importorskip(module)
-    from spanning.bench.presets import PRESETS
+    from spanning.app.bench.presets import PRESETS
 
     assert tuple(PRESETS) == PRESET_NAMES
 

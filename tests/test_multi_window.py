@@ -10,10 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spanning
+import spanning.planning.specs
 from spanning import PairsSlicer, WindowSpec
-from spanning.multi_window import MultiEngine
+from spanning.engines.multi_window import MultiEngine
+from spanning.kernels.windows import UnionSlicer
 from spanning.swag import MULTI_RANGE
-from spanning.windows import UnionSlicer
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 
@@ -139,7 +140,7 @@ def test_aggregate_many_equals_one_aggregate_per_spec(specs, events, sharing):
     shared = spanning.aggregate_many(frame, windows, aggregates, key="key", technique="se-ml-slicing", height=2,
                                      sharing=sharing)  # fmt: skip
     checked = 0
-    for spec, label in zip(windows, spanning.batch.window_labels(windows), strict=True):
+    for spec, label in zip(windows, spanning.planning.specs.window_labels(windows), strict=True):
         alone = spanning.aggregate(frame, spec.range, spec.slide, spec.ttp, spec.offset, aggregates, key="key")
         for out in (batch, shared):
             mine = out[out["window"] == label].drop(columns="window").reset_index(drop=True)
@@ -152,7 +153,7 @@ def test_aggregate_many_equals_one_aggregate_per_spec(specs, events, sharing):
         [
             spanning.aggregate(frame, s.range, s.slide, s.ttp, s.offset, aggregates, key="key")
             .attrs["late"]
-            .assign(window=spanning.batch.window_label(s))
+            .assign(window=spanning.planning.specs.window_label(s))
             for s in windows
         ]  # fmt: skip
     )

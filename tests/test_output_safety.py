@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import spanning.local_run
+import spanning.app.local_run
+from spanning.app.outputs import MARKER
 from spanning.cli import main
-from spanning.outputs import MARKER
 
 CALLS = "cell,t0,t1,bytes\na,0,300,10\na,100,100,20\nb,50,700,30\na,400,450,\n"
 WINDOW = ["--range", "10m", "--slide", "5m", "--ttp", "1h", "--start", "t0", "--end", "t1", "--key", "cell"]
@@ -114,7 +114,7 @@ def test_failed_runs_keep_the_previous_output(home, capsys):
 def test_a_run_failing_midway_keeps_the_previous_output(home, capsys, monkeypatch, failure, code, when):
     assert run(capsys, "calls.csv", *LOCAL, "--output", "../out")[0] == 0
     before = snapshot(home)
-    real_finish = spanning.local_run.finish_output
+    real_finish = spanning.app.local_run.finish_output
     seen = []
 
     def failing_finish(cfg, output, **counts):
@@ -124,7 +124,7 @@ def test_a_run_failing_midway_keeps_the_previous_output(home, capsys, monkeypatc
             real_finish(cfg, output, **counts)
         raise failure
 
-    monkeypatch.setattr(spanning.local_run, "finish_output", failing_finish)
+    monkeypatch.setattr(spanning.app.local_run, "finish_output", failing_finish)
     got, err, out = run(capsys, "calls.csv", *LOCAL, "--slide", "10m", "--output", "../out", "--overwrite")
     assert got == code and seen and out == ""
     assert snapshot(home) == before and not leftovers(home)

@@ -7,7 +7,7 @@ The new event is the 18-minute call ending at 34, i.e. [16, 34).
 from __future__ import annotations
 
 from spanning import WindowSpec, count, maximum
-from spanning.se_slicing import SESlicing
+from spanning.techniques.se_slicing import SESlicing
 
 SPEC = WindowSpec(range=15, slide=5, ttp=20)
 PHI = [8, 19, 15, 18, 14, 12, 16]  # φ: events ending in the slice (and the PES counts of §3.1)

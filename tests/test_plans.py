@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spanning.jobspec import EVENTS_COLUMN, RunConfig
+from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
 from tests.oracle import oracle
 
 RANGE_AGGS = ["count", "count:v", "sum:v", "mean:v"]

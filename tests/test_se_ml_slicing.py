@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import spanning
 from spanning import WindowSpec, count
-from spanning.se_ml_slicing import SEMLSlicing
+from spanning.techniques.se_ml_slicing import SEMLSlicing
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, streams, window_specs
 from tests.test_properties import run_engines
@@ -94,7 +94,7 @@ def test_height_one_is_se_slicing_on_a_long_stream():
 
 
 def test_height_auto_everywhere():
-    from spanning.height import synthetic_events
+    from spanning.planning.height import synthetic_events
 
     starts, ends = synthetic_events(3000, mu=900, sigma=10)
     frame = __import__("pandas").DataFrame({"start": starts, "end": ends, "x": (ends % 7).astype(int)})
@@ -134,7 +134,7 @@ def test_height_model_counts_windows_per_key():
     """Each key is its own stream: many keys release many more windows per event, so the best height drops."""
     import numpy as np
 
-    from spanning.height import recommend_height, synthetic_events, windows_per_event
+    from spanning.planning.height import recommend_height, synthetic_events, windows_per_event
 
     starts, ends = synthetic_events(20_000, mu=900, sigma=10)
     spec = WindowSpec(range=2000, slide=100)

@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 
 import spanning
-from spanning.cdr import generate_cdr
+from spanning.app.cdr import generate_cdr
+from spanning.app.jobspec import RunConfig
+from spanning.app.local_run import run_local
 from spanning.cli import main
-from spanning.jobspec import RunConfig
-from spanning.local_run import run_local
 from tests.oracle import oracle
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spanning import PairsSlicer, WindowSpec
-from spanning.intervals import ends_in, goes_beyond, overlaps
+from spanning.kernels.intervals import ends_in, goes_beyond, overlaps
 from tests.streams import window_specs
 
 

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from spanning.swag.protocol import Combine, EmptyWindowError
+from spanning.swag.protocol import Combine, EmptyWindowError, SwagCapabilities
 
 _COMPACT_MIN = 64  # dead prefix length below which the lists are never compacted
 
 
 class DABA:
     name = "daba"
+    capabilities = SwagCapabilities()
 
     def __init__(self, combine: Combine, identity: Any) -> None:
         self.combine, self.identity = combine, identity

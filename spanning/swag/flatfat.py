@@ -33,13 +33,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from spanning.swag.protocol import Combine, EmptyWindowError
+from spanning.swag.protocol import Combine, EmptyWindowError, SwagCapabilities
 
 _NOTHING = object()  # "no node folded yet" (avoids spending ⊗ on the identity)
 
 
 class FlatFAT:
     name = "flatfat"
+    capabilities = SwagCapabilities(range_queries=True)
 
     def __init__(self, combine: Combine, identity: Any) -> None:
         self.combine, self.identity = combine, identity

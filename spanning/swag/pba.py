@@ -34,7 +34,7 @@ from __future__ import annotations
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
-from spanning.swag.protocol import Combine
+from spanning.swag.protocol import Combine, SwagCapabilities
 from spanning.swag.sba import SBA, lcs_in_place
 
 THREAD_PREFIX = "pba-lcs"
@@ -42,6 +42,7 @@ THREAD_PREFIX = "pba-lcs"
 
 class PBA(SBA):
     name = "pba"
+    capabilities = SwagCapabilities()
 
     def __init__(self, combine: Combine, identity: Any, *, block: int = 64, executor: Executor | None = None) -> None:
         """``executor``: a pool to share (not shut down by ``close``); by default PBA owns a one-thread pool."""

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from spanning.swag.protocol import Combine, EmptyWindowError
+from spanning.swag.protocol import Combine, EmptyWindowError, SwagCapabilities
 
 
 def lcs_in_place(combine: Combine, sa: list) -> list:
@@ -70,6 +70,7 @@ def lcs_in_place(combine: Combine, sa: list) -> list:
 
 class SBA:
     name = "sba"
+    capabilities = SwagCapabilities()
 
     def __init__(self, combine: Combine, identity: Any, *, block: int = 64) -> None:
         if block < 1:

@@ -46,7 +46,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from spanning.swag.protocol import Combine, EmptyWindowError
+from spanning.swag.protocol import Combine, EmptyWindowError, Inverse, SwagCapabilities
 
 _COMPACT_AT = 64  # compact a list once its dead prefix holds at least this many entries and half the list
 
@@ -61,6 +61,8 @@ class SlickDeque:
     """SlickDeque: the invertible form when ``inverse`` is given, else the selective (deque) form."""
 
     name = "slickdeque"
+    # Algorithm 1 when given an inverse, else Algorithm 2 (selective aggregates only)
+    capabilities = SwagCapabilities(inverse=Inverse.OR_SELECTIVE, range_queries=True)
 
     def __new__(
         cls, combine: Combine, identity: Any, inverse: Combine | None = None, ranges: Iterable[int] = ()

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from spanning.swag.protocol import Combine, EmptyWindowError
+from spanning.swag.protocol import Combine, EmptyWindowError, Inverse, SwagCapabilities
 
 
 class SOE:
     name = "soe"
+    capabilities = SwagCapabilities(inverse=Inverse.REQUIRED)  # invertible aggregates only
 
     def __init__(self, combine: Combine, identity: Any, inverse: Combine | None = None) -> None:
         if inverse is None:

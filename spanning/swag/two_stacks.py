@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from spanning.swag.protocol import Combine, EmptyWindowError
+from spanning.swag.protocol import Combine, EmptyWindowError, SwagCapabilities
 
 
 class TwoStacks:
     name = "two-stacks"
+    capabilities = SwagCapabilities()
 
     def __init__(self, combine: Combine, identity: Any) -> None:
         self.combine, self.identity = combine, identity

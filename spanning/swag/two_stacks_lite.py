@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from spanning.swag.protocol import Combine, EmptyWindowError
+from spanning.swag.protocol import Combine, EmptyWindowError, SwagCapabilities
 
 
 class TwoStacksLite:
     name = "two-stacks-lite"
+    capabilities = SwagCapabilities()
 
     def __init__(self, combine: Combine, identity: Any) -> None:
         self.combine, self.identity = combine, identity

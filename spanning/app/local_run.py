@@ -2,7 +2,7 @@
 
 For files that fit in memory. ``--start``/``--end``/``--duration``/``--key`` must be column names
 here (Spark SQL expressions need ``--engine spark``). Files are read and typed by the reader contract
-of ``spanning.reader``, which the Spark engine follows too, so both give the same outputs.
+of ``spanning.app.reader``, which the Spark engine follows too, so both give the same outputs.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ import pyarrow.csv
 import pyarrow.parquet
 
 from spanning.aggregates import SumOverflowError
-from spanning.batch import aggregate, aggregate_many
-from spanning.jobspec import (
+from spanning.app.jobspec import (
     CHRONON_MS,
     CORRUPT_RECORD,
     EVENTS_COLUMN,
@@ -31,8 +30,8 @@ from spanning.jobspec import (
     value_column,
     with_columns,
 )
-from spanning.outputs import finish_output, output_folder
-from spanning.reader import (
+from spanning.app.outputs import finish_output, output_folder
+from spanning.app.reader import (
     column_kind,
     input_files,
     is_text,
@@ -45,6 +44,7 @@ from spanning.reader import (
     time_kinds,
     tzinfo,
 )
+from spanning.engines.batch import aggregate, aggregate_many
 
 # internal column names of the events handed to the engine (no clash with any input column)
 START, END, ROW = "__start", "__end", "__row"

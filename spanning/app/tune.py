@@ -1,6 +1,6 @@
 """``spanning tune-height``: predicted (and optionally measured) cost of each SE-ML-Slicing height.
 
->>> from spanning.height import synthetic_events
+>>> from spanning.planning.height import synthetic_events
 >>> starts, ends = synthetic_events(20_000, mu=5000, sigma=10)
 >>> rows, best = height_table(WindowSpec(10_000, 200, ttp=10_000), starts, ends, max_height=12)
 >>> 5 <= best <= 10, rows[0]["predicted_cost"] > 3 * rows[best - 1]["predicted_cost"]  # §6.2: d ≈ 7 at μ = 5000
@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from spanning.engine import Engine
-from spanning.height import predict_costs
-from spanning.windows import WindowSpec
+from spanning.engines.engine import Engine
+from spanning.kernels.windows import WindowSpec
+from spanning.planning.height import predict_costs
 
 __all__ = ["height_table", "measure_throughput", "format_table"]
 

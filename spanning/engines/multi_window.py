@@ -21,12 +21,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
-from spanning.engine import LateEvent, build_aggregates, event_bounds, row_error
-from spanning.manager import Window
-from spanning.point_windows import PointWindows
-from spanning.se_ml_slicing import SEMLSlicing
-from spanning.se_slicing import SESlicing
-from spanning.windows import UnionSlicer, WindowSpec, as_chronon
+from spanning.engines.engine import LateEvent, build_aggregates, event_bounds, row_error
+from spanning.engines.manager import Window
+from spanning.kernels.windows import UnionSlicer, WindowSpec, as_chronon
+from spanning.techniques.point_windows import PointWindows
+from spanning.techniques.se_ml_slicing import SEMLSlicing
+from spanning.techniques.se_slicing import SESlicing
 
 SHARED_TECHNIQUES = {"se-slicing": SESlicing, "se-ml-slicing": SEMLSlicing}
 

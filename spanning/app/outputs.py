@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from spanning.jobspec import RunConfig, UsageError
+from spanning.app.jobspec import RunConfig, UsageError
 
 MARKER = "_SPANNING_OUTPUT"  # Spark's and pandas' folder readers skip names starting with "_"
 TEMP_TAG = ".spanning-tmp-"

@@ -12,7 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from spanning.aggregates import parse_aggregate
-from spanning.windows import WindowSpec
+from spanning.kernels.windows import WindowSpec
 
 __all__ = ["RunConfig", "UsageError", "parse_duration", "output_name", "REASONS", "EVENTS_COLUMN"]
 
@@ -167,7 +167,7 @@ class RunConfig:
                 raise UsageError(
                     f"bad --series-start {self.series_start!r}: use earliest, first or a time in chronons"
                 ) from None
-        from spanning.reader import check_timezone
+        from spanning.app.reader import check_timezone
 
         check_timezone(self.timezone)
         names = [output_name(a) for a in self.aggregates]

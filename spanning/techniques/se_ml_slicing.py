@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
-from spanning.slice_ring import SliceRing
-from spanning.windows import PairsSlicer, UnionSlicer, WindowSpec
+from spanning.kernels.windows import PairsSlicer, UnionSlicer, WindowSpec
+from spanning.techniques.slice_ring import SliceRing
 
 
 class SEMLSlicing(SliceRing):

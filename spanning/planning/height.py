@@ -25,7 +25,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from spanning.windows import PairsSlicer, WindowSpec
+from spanning.kernels.windows import PairsSlicer, WindowSpec
 
 __all__ = [
     "predict_costs",

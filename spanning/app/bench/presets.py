@@ -17,9 +17,11 @@ import numpy as np
 import pandas as pd
 
 import spanning
-from spanning.bench.measure import repeated
-from spanning.cdr import generate_cdr
-from spanning.height import recommend_height, synthetic_events
+from spanning.app.bench.measure import repeated
+from spanning.app.cdr import generate_cdr
+from spanning.app.jobspec import UsageError
+from spanning.app.plugins import load_engine
+from spanning.planning.height import recommend_height, synthetic_events
 
 AGGREGATES = {"n": "count", "s": "sum:v", "m": "max:v"}
 BASELINES = ["aggregate-buckets", "tuple-buckets", "sweeping"]
@@ -295,13 +297,14 @@ def peers(setting: Setting) -> tuple[list, dict]:
         theirs = theirs.sort_values(order).reset_index(drop=True).astype(mine.dtypes.to_dict())
         agreement[f"batch == DuckDB β={slide}"] = bool(mine.equals(theirs))
     try:
-        from spark_jobs.peers import AGG_SETS, SHAPES, spark_vs_sql
-    except ImportError:  # pyspark is an extra
+        spark_peers = load_engine("spark").peers  # spark_jobs.peers, through the engine's entry point
+    except (ImportError, UsageError):  # pyspark is an extra
         setting.progress("peers: pyspark not installed, Spark comparison skipped")
         return records, agreement
-    shapes, agg_sets = (SHAPES[1:2], {"count+sum+max": AGG_SETS["count+sum+max"]}) if setting.quick else (SHAPES, None)
-    spark_records, spark_agreement = spark_vs_sql(rows, setting.repeat, setting.progress, shapes=shapes,
-                                                  agg_sets=agg_sets)  # fmt: skip
+    shapes = spark_peers.SHAPES[1:2] if setting.quick else spark_peers.SHAPES
+    agg_sets = {"count+sum+max": spark_peers.AGG_SETS["count+sum+max"]} if setting.quick else None
+    spark_records, spark_agreement = spark_peers.spark_vs_sql(rows, setting.repeat, setting.progress,
+                                                              shapes=shapes, agg_sets=agg_sets)  # fmt: skip
     return records + spark_records, {**agreement, **spark_agreement}
 
 

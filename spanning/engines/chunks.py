@@ -1,6 +1,6 @@
 """The batch path over chunks: many keys per chunk, one key's state carried between chunks.
 
-``reduce_chunk`` is the vectorised batch form of SE-Slicing (see ``spanning.batch``) for a chunk of
+``reduce_chunk`` is the vectorised batch form of SE-Slicing (see ``spanning.engines.batch``) for a chunk of
 events of several keys. The first key may continue the stream of the previous chunk (``carry``: its
 clock, series start and the partials of its open windows) and the last key may go on in the next
 chunk (``hold_last``: its open windows are returned as a new carry instead of being released).
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns, is_null, nullable_column
-from spanning.windows import WindowSpec
+from spanning.kernels.windows import WindowSpec
 
 __all__ = [
     "OpenKey",
@@ -373,7 +373,7 @@ class SortedEngineStream(SortedStreamAggregator):
         self._named = dict(zip(self.names, self.aggregates, strict=True))
 
     def feed(self, chunk: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-        from spanning.engine import Engine  # the per-event path sits above this module
+        from spanning.engines.engine import Engine  # the per-event path sits above this module
 
         chunk = chunk.reset_index(drop=True)
         starts = chunk[self.start].to_numpy(dtype=np.int64).tolist()

@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from spanning.aggregates import Aggregate, parse_aggregate
-from spanning.height import resolve_height
-from spanning.manager import Window, WindowManager
-from spanning.point_windows import PointWindows
-from spanning.registry import make_technique
-from spanning.windows import WindowSpec, as_chronon
+from spanning.engines.manager import Window, WindowManager
+from spanning.kernels.windows import WindowSpec, as_chronon
+from spanning.planning.height import resolve_height
+from spanning.techniques.point_windows import PointWindows
+from spanning.techniques.registry import make_technique
 
 __all__ = ["Engine", "LateEvent", "Window", "build_aggregates"]
 
@@ -72,9 +72,9 @@ class Engine:
     ``insert(start, end, row)`` takes an event ``[start, end)`` (``start == end`` is the point event
     ``[start, start + 1)``) with its columns in ``row`` and returns the windows it released.
     Late events are kept in ``engine.late``. ``technique="se-ml-slicing"`` takes a ``height`` d, or
-    ``"auto"`` with ``sample_events=(starts, ends)`` to pick d by the cost model (``spanning.height``).
+    ``"auto"`` with ``sample_events=(starts, ends)`` to pick d by the cost model (``spanning.planning.height``).
     ``swag="daba-lite"`` (any name of ``spanning.swag.ALGORITHMS``) aggregates point events through
-    Pairs slices and that FIFO SWAG (``spanning.point_windows``).
+    Pairs slices and that FIFO SWAG (``spanning.techniques.point_windows``).
     """
 
     def __init__(

@@ -12,7 +12,7 @@ Each Pairs slice keeps, per aggregate:
 At release (``combine*``, Table 2) a window is Σ ``ended`` over its slices plus ``ongoing`` of its last
 slice: an event that overlaps the window either ends in one of its slices or goes beyond the last one.
 
-Slices live in parallel Python lists (``spanning.slice_ring``): O(1) amortised append and evict.
+Slices live in parallel Python lists (``spanning.techniques.slice_ring``): O(1) amortised append and evict.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
-from spanning.slice_ring import SliceRing
-from spanning.windows import PairsSlicer, UnionSlicer, WindowSpec
+from spanning.kernels.windows import PairsSlicer, UnionSlicer, WindowSpec
+from spanning.techniques.slice_ring import SliceRing
 
 
 class SESlicing(SliceRing):

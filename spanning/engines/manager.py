@@ -1,6 +1,6 @@
 """The window manager: clock, TTP-delayed release, eviction and lateness (Suzanne et al., Algorithm 1).
 
-It drives any technique through ``spanning.technique.Technique`` and knows nothing of how partials
+It drives any technique through ``spanning.techniques.protocol.Technique`` and knows nothing of how partials
 are stored. Semantics are those of docs/SEMANTICS.md:
 
 * the clock τ is the largest event end seen so far (an event arrives at its end, Suzanne et al., §2.2);
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from spanning.aggregates import Aggregate
-from spanning.technique import Technique
-from spanning.windows import WindowSpec
+from spanning.kernels.windows import WindowSpec
+from spanning.techniques.protocol import Technique
 
 
 class Window(NamedTuple):

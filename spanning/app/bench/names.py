@@ -1,6 +1,6 @@
 """What the ``spanning bench`` command line needs without importing the bench code (psutil, matplotlib, duckdb).
 
-``tests/test_install.py`` checks that ``PRESET_NAMES`` lists ``spanning.bench.presets.PRESETS`` in order.
+``tests/test_install.py`` checks that ``PRESET_NAMES`` lists ``spanning.app.bench.presets.PRESETS`` in order.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ A slice enters the SWAGs when the first window holding it is released; from then
 point that arrives later for such a slice is late for that window (its end was more than δ ago) but
 still counts in the later open windows: it is kept aside per slice and combined at their release.
 
-Which SWAG serves which aggregate: algorithms that need an inverse (``soe``, SlickDeque's invertible
-form) take the aggregates that have one (count, mean); SlickDeque without inverse takes selective ones
-(min, max, argmin, argmax); the others take any aggregate.
+Which SWAG serves which aggregate follows from their capabilities: algorithms that need an inverse
+(``soe``, SlickDeque's invertible form) take the invertible aggregates (count, mean); SlickDeque without
+inverse takes selective ones (min, max, argmin, argmax); the others take any aggregate.
 """
 
 from __future__ import annotations
@@ -20,26 +20,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
-from spanning.slice_ring import SliceRing
-from spanning.windows import PairsSlicer, UnionSlicer, WindowSpec
+from spanning.kernels.windows import PairsSlicer, UnionSlicer, WindowSpec
+from spanning.techniques.slice_ring import SliceRing
 
 
-def build_swag(name: str, agg: Aggregate):
+def build_swag(name: str, agg: Aggregate) -> Any:
     """The SWAG ``name`` over one aggregate's partials, or a clear error when the pair does not fit."""
-    from spanning.swag import ALGORITHMS, NEEDS_INVERSE
+    from spanning.swag import ALGORITHMS, Inverse
 
     if name not in ALGORITHMS:
         raise ValueError(f"unknown swag {name!r}: available are {', '.join(sorted(ALGORITHMS))}")
     cls = ALGORITHMS[name]
-    if name in NEEDS_INVERSE:
-        if agg.inverse is None:
-            raise ValueError(f"swag {name!r} needs invertible aggregates (count, mean), not {agg.name!r}")
+    needs, caps = cls.capabilities.inverse, agg.capabilities
+    if needs is not Inverse.UNUSED and caps.invertible:  # soe; SlickDeque's invertible form (Shein et al., §3.2)
         return cls(agg.combine, agg.identity(), inverse=agg.inverse)
-    if name == "slickdeque":  # invertible form when it can, else the selective form
-        if agg.inverse is not None:
-            return cls(agg.combine, agg.identity(), inverse=agg.inverse)
-        if agg.duplicate_sensitive:
-            raise ValueError(f"slickdeque needs an invertible or a selective aggregate (max-like), not {agg.name!r}")
+    if needs is Inverse.REQUIRED:
+        raise ValueError(f"swag {name!r} needs invertible aggregates (count, mean), not {agg.name!r}")
+    if needs is Inverse.OR_SELECTIVE and not caps.selective:  # SlickDeque's selective form takes max-like ones
+        raise ValueError(f"{name} needs an invertible or a selective aggregate (max-like), not {agg.name!r}")
     return cls(agg.combine, agg.identity())
 
 

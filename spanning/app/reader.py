@@ -1,6 +1,6 @@
 """The reader contract of ``spanning run``: how both engines turn input files into events.
 
-The local engine (pandas, ``spanning.local_run``) and the Spark engine (``spark_jobs.prepare``) follow
+The local engine (pandas, ``spanning.app.local_run``) and the Spark engine (``spark_jobs.prepare``) follow
 these rules, so that the same file gives the same windows, late rows and rejected rows on both:
 
 * **Files.** CSV (RFC 4180: a header line, fields quoted with ``"``, a quote inside a field doubled,
@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from spanning.aggregates import INT64_MAX, INT64_MIN
-from spanning.jobspec import CHRONON_MS, CORRUPT_RECORD, INPUT_FORMATS, UsageError
+from spanning.app.jobspec import CHRONON_MS, CORRUPT_RECORD, INPUT_FORMATS, UsageError
 
 __all__ = [
     "Inputs",

@@ -1,7 +1,7 @@
 """The protocol between the window manager and a technique (slicing, buckets, sweeping).
 
 A technique stores partial aggregates however it likes; it knows nothing of clocks, TTP or keys.
-The window manager (``spanning.manager``) calls, in the paper's Algorithm 1 order:
+The window manager (``spanning.engines.manager``) calls, in the paper's Algorithm 1 order:
 
 * ``add_window(start, end)`` when a window begins (line 5-6, ``add_slices``);
 * ``insert(start, end, lifted)`` for an event that overlaps an open window (line 10). ``start`` is
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from spanning.aggregates import Aggregate
-from spanning.windows import WindowSpec
+from spanning.kernels.windows import WindowSpec
 
 
 class Technique(Protocol):

@@ -9,7 +9,7 @@ event, a contiguous run of window numbers:
     last(e)  = last window starting before u(e)
 
 where τ(e) is the clock when e arrives (the running max of ends, e included). Each aggregate then
-reduces those runs with array kernels (``spanning.ranges``): no Python loop per event or window.
+reduces those runs with array kernels (``spanning.kernels.ranges``): no Python loop per event or window.
 Events whose run begins after the first window they overlap are late, with
 ``windows_missed = first(e) - first window ending after ℓ(e)`` (capped at the windows they overlap).
 
@@ -42,11 +42,12 @@ import numpy as np
 import pandas as pd
 
 from spanning.aggregates import Aggregate, Count, nullable_column
-from spanning.chunks import batch_columns, key_values, reduce_chunk
-from spanning.engine import Engine, build_aggregates
-from spanning.height import resolve_height
-from spanning.registry import make_technique
-from spanning.windows import WindowSpec, as_chronon
+from spanning.engines.chunks import batch_columns, key_values, reduce_chunk
+from spanning.engines.engine import Engine, build_aggregates
+from spanning.kernels.windows import WindowSpec, as_chronon
+from spanning.planning.height import resolve_height
+from spanning.planning.specs import sharing_plan, window_labels
+from spanning.techniques.registry import make_technique
 
 __all__ = ["aggregate", "aggregate_many"]
 
@@ -78,7 +79,7 @@ def aggregate(
     as pandas compares attrs there). With ``technique="se-slicing"`` (default) and built-in
     aggregates the vectorised batch path runs; other techniques and user-defined aggregates run the
     per-event ``Engine`` and give the same results. ``height="auto"`` picks the se-ml-slicing height
-    from the event sizes in ``events`` (``spanning.height``).
+    from the event sizes in ``events`` (``spanning.planning.height``).
 
     Each key's window series starts with the first window ending after the start of its first row,
     or after ``series_start``: a time, or ``"earliest"`` for the key's earliest start in the data
@@ -311,41 +312,6 @@ def _key_runs(series: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
     return np.repeat(np.arange(len(starts), dtype=np.int64), np.diff(np.append(starts, n))), starts
 
 
-def window_label(spec: WindowSpec) -> str:
-    """How result rows name their window spec: ``range/slide`` (``+offset`` when not 0)."""
-    return f"{spec.range}/{spec.slide}" + (f"+{spec.offset}" if spec.offset else "")
-
-
-def window_labels(specs: Sequence[WindowSpec]) -> list[str]:
-    """The ``window`` tag of each spec, made unique with ``#index`` where two specs share a label."""
-    labels = [window_label(s) for s in specs]
-    return [lab if labels.count(lab) == 1 else f"{lab}#{i}" for i, lab in enumerate(labels)]
-
-
-def sharing_plan(specs: list[WindowSpec], sharing: str, swag: str | None = None) -> list[list[int]]:
-    """Groups of spec indices that share one slice sequence: "all", "none", or "weaveshare" (Shein and Chrysanthis)."""
-    if sharing == "none":
-        return [[i] for i in range(len(specs))]
-    if sharing == "all":
-        return [list(range(len(specs)))]
-    if sharing != "weaveshare":
-        raise ValueError(f"bad sharing {sharing!r}: use all, none or weaveshare")
-    from spanning.sharing.weaveshare import weave_share
-
-    technique = {"recalc": "panes", "flatfat": "flatfat", "flatfit": "flatfit"}.get(swag or "", "slickdeque-inv")
-    queries = [(s.range, s.slide) for s in specs]
-    groups, _ = weave_share(queries, technique, deque_length="harmonic")  # measured closer than Σ1/i!
-    plan, unused = [], list(range(len(specs)))
-    for group in groups:  # map the optimizer's (range, slide) groups back to spec indices
-        members = []
-        for query in group:
-            i = next(i for i in unused if queries[i] == tuple(query))
-            unused.remove(i)
-            members.append(i)
-        plan.append(members)
-    return plan + [[i] for i in unused]
-
-
 def aggregate_many(
     events: pd.DataFrame | Any,
     windows: Sequence[WindowSpec],
@@ -365,7 +331,7 @@ def aggregate_many(
 
     With the vectorised path (se-slicing, built-in aggregates) each spec runs on its own (a batch has
     nothing to share). Otherwise the specs run in one pass per ``sharing`` group on a
-    ``spanning.multi_window.MultiEngine`` (one slice sequence, or one SWAG with range queries):
+    ``spanning.engines.multi_window.MultiEngine`` (one slice sequence, or one SWAG with range queries):
     ``"all"`` (one group), ``"none"``, or ``"weaveshare"`` (the optimizer of Shein and Chrysanthis, §3.1.1).
     ``attrs["late"]`` has the late events with their ``window`` and ``windows_missed``.
     """
@@ -392,7 +358,7 @@ def aggregate_many(
     ev = _read_events(events, aggs, start, end, key, series_start, point_events, swag, count_based)
     frame, groups = ev.frame, ev.groups
     frame_rows = frame.to_dict("records")
-    from spanning.multi_window import MultiEngine
+    from spanning.engines.multi_window import MultiEngine
 
     plan = sharing_plan(specs, sharing, swag)
     engines: dict = {}

@@ -1,0 +1,132 @@
+"""SQL nulls, exact integers, and the batch path's view of the event columns.
+
+Both faces of every aggregate use these (docs/SEMANTICS.md §10):
+
+* ``is_null`` and ``value_of``: nulls are None, NaN and pandas NA/NaT, and are ignored by every aggregate;
+* ``nullable`` and ``nullable_column``: results as pandas nullable columns (null where a window has none);
+* ``BatchColumns``: one numpy array per column and its null mask, as the array faces read them;
+* ``SumOverflowError``: integer sums are exact and never wrap; past int64 they stop the run.
+
+>>> is_null(float("nan")), is_null(0), value_of({"x": None}, "x")
+(True, False, None)
+>>> nullable_column([1, None]).tolist()
+[1, <NA>]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
+    "BatchColumns",
+    "SumOverflowError",
+    "is_null",
+    "no_columns",
+    "nullable",
+    "nullable_column",
+    "value_of",
+]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class SumOverflowError(ValueError):
+    """An integer sum whose exact value does not fit in int64 in some window.
+
+    Integer sums never wrap. Results stay int64 (what Spark and the nullable pandas column
+    hold), so rather than print a wrapped number the engines stop with this error, naming the column.
+    """
+
+    def __init__(self, column: str) -> None:
+        self.column = column
+        super().__init__(
+            f"integer sum of column {column!r} exceeds the 64-bit range (±{INT64_MAX}) in at least one window:"
+            " spanning never wraps sums; exclude or fix the oversized values, or give the column as floating point"
+        )
+
+    def __reduce__(self):  # picklable across processes (Spark workers) with its column
+        return type(self), (self.column,)
+
+
+class BatchColumns:
+    """The batch path's view of the events: one numpy array per column, plus which entries are null.
+
+    ``seq`` is each event's arrival number (its row position in the input); arg-aggregates break ties
+    on it and return it when no result column is named.
+    """
+
+    def __init__(self, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], seq: np.ndarray) -> None:
+        self._columns = columns
+        self.seq = seq
+
+    def values(self, name: str) -> np.ndarray:
+        return self._columns[name][0]
+
+    def valid(self, name: str) -> np.ndarray:
+        return self._columns[name][1]
+
+    def subset(self, index: np.ndarray) -> BatchColumns:
+        return BatchColumns({k: (v[index], m[index]) for k, (v, m) in self._columns.items()}, self.seq[index])
+
+
+class _NoColumns(dict):
+    """The columns of no events: every column is an empty array."""
+
+    def __getitem__(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+
+
+def no_columns() -> BatchColumns:
+    """The columns of no events (for the partials of windows no event reached)."""
+    return BatchColumns(_NoColumns(), np.zeros(0, dtype=np.int64))
+
+
+def nullable_column(values: Any) -> Any:
+    """Python results as a column: Int64 or Float64 when they are numbers (None -> NA), else objects."""
+    values = list(values)
+    array = pd.array(values)
+    if array.dtype in (pd.Int64Dtype(), pd.Float64Dtype()):
+        return array
+    out = np.empty(len(array), dtype=object)
+    out[:] = [None if is_null(v) else v for v in values]
+    return out
+
+
+def is_null(value: Any) -> bool:
+    """SQL null: None, NaN or pandas' NA/NaT."""
+    if value is None:
+        return True
+    kind = type(value)
+    if kind is int or kind is str:  # the common cases, without pandas
+        return False
+    if kind is float:
+        return value != value
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # containers are never null
+        return False
+
+
+def nullable(values: np.ndarray, present: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """Values as a pandas nullable array (Int64 or Float64), null where ``present`` is False."""
+    if values.dtype.kind in "iub":
+        return pd.arrays.IntegerArray(values.astype(np.int64), ~present)
+    return pd.arrays.FloatingArray(values.astype(np.float64), ~present)
+
+
+def value_of(row: Mapping[str, Any] | None, column: str) -> Any:
+    """The value of ``column`` in an event's row, None when null; numpy integers as exact Python ints."""
+    value = row[column] if row is not None else None
+    if value is None or type(value) is int:
+        return value
+    if is_null(value):
+        return None
+    if isinstance(value, np.integer):  # numpy ints wrap on overflow: partials hold exact Python ints
+        return int(value)
+    return value

@@ -1,0 +1,119 @@
+"""The built-in aggregates by name: constructors and the ``"kind:column"`` string form.
+
+>>> parse_aggregate("argmax:duration:caller").name
+'argmax:duration:caller'
+>>> parse_aggregate("mean")
+Traceback (most recent call last):
+...
+ValueError: bad aggregate 'mean': write it as 'mean:column'
+
+Every built-in declares what it has: an inverse exactly when invertible, an array face when vectorised.
+
+>>> aggs = [make(*(("x",) if name != "count" else ())) for name, make in BUILTIN_AGGREGATES.items()]
+>>> all(a.capabilities.invertible == (a.inverse is not None) for a in aggs)
+True
+>>> all(a.capabilities.vectorised == (type(a).window_partials is not Aggregate.window_partials) for a in aggs)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from spanning.aggregates.builtins import ArgExtreme, Count, Extreme, ExtremeCount, Mean, StdDev, Sum
+from spanning.aggregates.protocol import Aggregate
+
+__all__ = [
+    "BUILTIN_AGGREGATES",
+    "argmax",
+    "argmin",
+    "count",
+    "maxcount",
+    "maximum",
+    "mean",
+    "mincount",
+    "minimum",
+    "parse_aggregate",
+    "stddev",
+    "stddev_pop",
+    "sum_of",
+]
+
+
+def count(column: str | None = None) -> Aggregate:
+    """``count`` (events) or ``count:col`` (non-null values)."""
+    return Count(column)
+
+
+def sum_of(column: str) -> Aggregate:
+    return Sum(column)
+
+
+def mean(column: str) -> Aggregate:
+    return Mean(column)
+
+
+def minimum(column: str) -> Aggregate:
+    return Extreme(column, largest=False)
+
+
+def maximum(column: str) -> Aggregate:
+    return Extreme(column, largest=True)
+
+
+def stddev(column: str) -> Aggregate:
+    return StdDev(column, population=False)
+
+
+def stddev_pop(column: str) -> Aggregate:
+    return StdDev(column, population=True)
+
+
+def argmin(column: str, result: str | None = None) -> Aggregate:
+    return ArgExtreme(column, largest=False, result=result)
+
+
+def argmax(column: str, result: str | None = None) -> Aggregate:
+    return ArgExtreme(column, largest=True, result=result)
+
+
+def mincount(column: str) -> Aggregate:
+    return ExtremeCount(column, largest=False)
+
+
+def maxcount(column: str) -> Aggregate:
+    return ExtremeCount(column, largest=True)
+
+
+BUILTIN_AGGREGATES: dict[str, Callable[..., Aggregate]] = {
+    "count": count,
+    "sum": sum_of,
+    "mean": mean,
+    "min": minimum,
+    "max": maximum,
+    "stddev": stddev,
+    "stddev_pop": stddev_pop,
+    "argmin": argmin,
+    "argmax": argmax,
+    "mincount": mincount,
+    "maxcount": maxcount,
+}
+_ARITY = {"count": (0, 1), "argmin": (1, 2), "argmax": (1, 2)}
+
+
+def parse_aggregate(spec: str | Aggregate) -> Aggregate:
+    """Build an aggregate from ``"kind"`` / ``"kind:column"`` / ``"argmax:column:result"``."""
+    if isinstance(spec, Aggregate):
+        return spec
+    if not isinstance(spec, str):
+        raise ValueError(f"an aggregate must be a string like 'sum:bytes' or an Aggregate, got {spec!r}")
+    kind, *args = spec.strip().split(":")
+    if kind not in BUILTIN_AGGREGATES:
+        known = ", ".join(sorted(BUILTIN_AGGREGATES))
+        raise ValueError(f"unknown aggregate {spec!r}: the kinds are {known}")
+    low, high = _ARITY.get(kind, (1, 1))
+    if not low <= len(args) <= high or any(not a for a in args):
+        forms = {0: kind, 1: f"{kind}:column", 2: f"{kind}:column:result"}
+        allowed = " or ".join(repr(forms[n]) for n in range(low, high + 1))
+        raise ValueError(f"bad aggregate {spec!r}: write it as {allowed}")
+    return BUILTIN_AGGREGATES[kind](*args)
