@@ -84,7 +84,8 @@ def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print
         for agg_name, aggs in (agg_sets or AGG_SETS).items():
             cfg = RunConfig(inputs=[path], range=range_, slide=slide, ttp=ttp, start="start", end="end",
                             keys=["cell"], aggregates=aggs, plan="auto")  # fmt: skip
-            _, job, _, _, choices = compute(spark, cfg)
+            computed = compute(spark, cfg)
+            job, choices = computed.windows, computed.choices
             sql = spark.sql(sql_query(raw, cfg, "s", "e"))
             columns = [c.replace(":", "_") for c in aggs]
             mine = job.select("cell", F.unix_seconds("window_start").alias("window_start"), *columns)

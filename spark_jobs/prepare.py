@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
@@ -297,9 +297,20 @@ def as_read(prepared: Prepared) -> list[Column]:
     return [quoted(c) for c in prepared.original_columns]
 
 
-def events(prepared: Prepared, series_start: str) -> DataFrame:
-    """The usable rows as engine input: keys, _seq, _start, _end, _series and value columns."""
-    rows = prepared.rows.where(F.col(REASON).isNull())
+def events(prepared: Prepared, series_start: str, counts: Observation | None = None) -> DataFrame:
+    """The usable rows as engine input: keys, _seq, _start, _end, _series and value columns.
+
+    With ``counts``, the rows read and rejected are counted on the way (``read``, ``rejected``), so the
+    query that consumes these events also yields the counts, with no pass of its own.
+    """
+    rows = prepared.rows
+    if counts is not None:  # observed over the columns used only: the scan stays as narrow as without
+        used = [*[key_column(i) for i in range(len(prepared.keys))], SEQ, START, END, *prepared.value_types,
+                *[valid_column(c) for c in prepared.value_types], *prepared.result_types, REASON]  # fmt: skip
+        rows = rows.select(*[quoted(c) for c in used]).observe(
+            counts, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected")
+        )
+    rows = rows.where(F.col(REASON).isNull())
     columns = [
         *[F.col(key_column(i)).alias(k) for i, k in enumerate(prepared.keys)],
         F.col(SEQ),
@@ -316,6 +327,6 @@ def events(prepared: Prepared, series_start: str) -> DataFrame:
         if prepared.keys:
             by_key = Window.partitionBy(*[quoted(k) for k in prepared.keys])
             return rows.withColumn(SERIES, F.min(START).over(by_key))
-        first = rows.agg(F.min(START)).first()[0]
+        first = prepared.rows.where(F.col(REASON).isNull()).agg(F.min(START)).first()[0]  # not the observed rows
         return rows.withColumn(SERIES, F.lit(first).cast("long"))
     return rows.withColumn(SERIES, F.lit(int(series_start)).cast("long"))

@@ -6,6 +6,7 @@ import functools
 import re
 import time
 from dataclasses import replace
+from typing import NamedTuple
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
@@ -36,11 +37,19 @@ def _tag(label: str | None) -> list:
     return [] if label is None else [F.lit(label).alias("window")]
 
 
-def compute(spark, cfg: RunConfig) -> tuple[Observation, DataFrame, DataFrame, DataFrame, list[Choice]]:
-    """(counts of rows read and rejected, windows, late events, rejected rows, plans) as lazy DataFrames.
+class Computed(NamedTuple):
+    """The job as lazy DataFrames, and where its counts of rows read and rejected come from."""
 
-    The counts are an ``Observation`` of the rejected rows' pass, ready once ``rejected`` is written.
-    """
+    counts: Observation  # "read" and "rejected", ready once the frame that observes them is written
+    windows: DataFrame
+    late: DataFrame
+    rejected: DataFrame
+    choices: list[Choice]
+    counted_by_windows: bool  # the windows' pass counts (one spec): rejected/ needs no pass when none are
+
+
+def compute(spark, cfg: RunConfig) -> Computed:
+    """The windows, late events and rejected rows of ``cfg`` as lazy DataFrames, with the plans chosen."""
     prepared = load(spark, cfg)
     if not prepared.columnar:  # parsing text costs more than caching it; a Parquet scan costs less
         prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
@@ -49,22 +58,25 @@ def compute(spark, cfg: RunConfig) -> tuple[Observation, DataFrame, DataFrame, D
         sample = events(prepared, "first").select(START, END, *keys).limit(HEIGHT_SAMPLE).toPandas()
         groups = sample.groupby(prepared.keys, sort=False, dropna=False).ngroup().to_numpy() if keys else None
         cfg.height = resolve_height("auto", cfg.technique, cfg.spec, (sample[START], sample[END], groups))
-    rows = events(prepared, cfg.series_start)
     specs = [replace(cfg, windows=[], range=s.range, slide=s.slide) for s in cfg.specs] if cfg.windows else [cfg]
     small = prepared.input_bytes is not None and prepared.input_bytes < SMALL_INPUT  # no pass to measure it
-    sample = rows.select(START, END).limit(PLAN_SAMPLE) if not small and not python_only(cfg) else None
-    choices = [choose_plan(spec, prepared, sample) for spec in specs]
-    # the JVM plans need no per-key series start from the earliest start (see spark_jobs.plans.window_runs)
-    jvm_rows = events(prepared, "first") if cfg.series_start == "earliest" else rows
-    ids = key_ids(jvm_rows, prepared.keys) if any(c.key_ids for c in choices) else None
-    parts = [
-        window_job(rows, prepared, spec, series_start=cfg.series_start != "first")
-        if choice.plan == "python"
-        else jvm_window_job(
-            jvm_rows, prepared, spec, choice.plan, str(cfg.series_start), ids if choice.key_ids else None, False
-        )
-        for spec, choice in zip(specs, choices, strict=True)
-    ]
+    measured = events(prepared, "first").select(START, END).limit(PLAN_SAMPLE)
+    choices = [choose_plan(spec, prepared, None if small or python_only(cfg) else measured) for spec in specs]
+    counts = Observation("read")
+    counted_by_windows = len(specs) == 1  # an observation may appear once in a query: one spec, one pass
+    observe = counts if counted_by_windows else None
+    ids = key_ids(events(prepared, "first"), prepared.keys) if any(c.key_ids for c in choices) else None
+
+    def window_part(spec: RunConfig, choice: Choice) -> DataFrame:
+        if choice.plan == "python":
+            return window_job(events(prepared, cfg.series_start, observe), prepared, spec,
+                              series_start=cfg.series_start != "first")  # fmt: skip
+        # the JVM plans need no per-key series start from the earliest start (spark_jobs.plans.window_runs)
+        rows = events(prepared, "first" if cfg.series_start == "earliest" else cfg.series_start, observe)
+        return jvm_window_job(rows, prepared, spec, choice.plan, str(cfg.series_start),
+                              ids if choice.key_ids else None, with_late=False)  # fmt: skip
+
+    parts = [window_part(spec, choice) for spec, choice in zip(specs, choices, strict=True)]
     labels = window_labels(cfg.specs) if cfg.windows else [None] * len(specs)
     tag = [F.col("window")] if cfg.windows else []
     if cfg.windows:  # several specs: one job each (the batch plans share nothing), tagged and unioned
@@ -92,10 +104,11 @@ def compute(spark, cfg: RunConfig) -> tuple[Observation, DataFrame, DataFrame, D
         *[quoted(name) for name in cfg.aggregate_columns],
     )
     late = functools.reduce(lambda a, b: a.unionByName(b), late_parts)
-    read = Observation("read")  # every row passes here once, on its way to rejected/ or not
-    counted = prepared.rows.observe(read, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected"))
-    rejected = counted.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
-    return read, windows, late, rejected, choices
+    rejected = prepared.rows
+    if not counted_by_windows:  # every row passes here once, on its way to rejected/ or not
+        rejected = rejected.observe(counts, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected"))
+    rejected = rejected.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
+    return Computed(counts, windows, late, rejected, choices, counted_by_windows)
 
 
 def write(frame: DataFrame, path: str, fmt: str) -> None:
@@ -110,10 +123,13 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     """Run the job and write its outputs; returns the summary."""
     began = time.perf_counter()
     spark = get_session(cfg.master, cfg.timezone, verbose, cfg.partitions)
-    read, windows, late, rejected, choices = compute(spark, cfg)  # user mistakes show here, before any output
+    job = compute(spark, cfg)  # user mistakes show here, before any output
     with output_folder(cfg) as output:
         written = {}
-        for name, frame in (("windows", windows), ("rejected", rejected), ("late", late)):
+        for name in ("windows", "rejected", "late"):
+            frame = getattr(job, name)
+            if name == "rejected" and job.counted_by_windows and job.counts.get["rejected"] == 0:
+                frame = frame.limit(0)  # counted while windowing: none, so no pass over the input for them
             observed = Observation(name)  # counted while written: no second pass over the output
             try:
                 write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name), cfg.format)
@@ -123,7 +139,7 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
                     raise
                 raise SumOverflowError(overflow.group(1)) from None
             written[name] = observed.get["rows"]
-        counts = read.get
+        counts = job.counts.get
         if counts["rejected"] != written["rejected"]:
             raise RuntimeError(f"rejected rows counted {counts['rejected']} but written {written['rejected']}")
         return finish_output(
@@ -135,5 +151,5 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
             windows=written["windows"],
             seconds=time.perf_counter() - began,
             spark_master=spark.sparkContext.master,
-            plans=[vars(c) for c in choices],
+            plans=[vars(c) for c in job.choices],
         )
