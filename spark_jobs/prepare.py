@@ -18,8 +18,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
+from spanning.app.files import Inputs, input_files
 from spanning.app.jobspec import CORRUPT_RECORD, REASONS, RunConfig, UsageError, key_column, value_column, with_columns
-from spanning.app.reader import TIME_LIMIT, ColumnStats, Inputs, column_kind, input_files, java_pattern, time_kinds
+from spanning.app.reader import TIME_LIMIT, ColumnStats, column_kind, java_pattern, time_kinds
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -41,7 +42,7 @@ def _literal_path(path: str) -> str:
 
 
 def read_input(spark: SparkSession, inputs: Inputs) -> DataFrame:
-    """The files of ``inputs`` (checked by ``spanning.app.reader.input_files``): CSV as text, Parquet, JSON lines."""
+    """The files of ``inputs`` (checked by ``spanning.app.files.input_files``): CSV as text, Parquet, JSON lines."""
     files = [_literal_path(p) for p in inputs.files]  # remote paths (and their globs) go to Spark as given
     reader = spark.read
     if inputs.format == "csv":  # RFC 4180: quoted fields may hold line breaks and doubled quotes

@@ -1,8 +1,10 @@
 """The windowed job: partition by key, sort by (key, end), stream each partition through the engine.
 
-Each partition arrives in ``mapInPandas`` as Arrow batches sorted by (key, end, _seq). A
-``spanning.engines.chunks.SortedStreamAggregator`` reduces each batch with array operations and carries the
-open windows of at most one key to the next batch, so memory stays bounded whatever the key sizes.
+Each partition arrives in ``mapInPandas`` as Arrow batches sorted by (key, end, _seq). The keyed driver
+(``spanning.engines.keyed``, through the faces of ``spanning.engines.streams``) reduces each batch with array
+operations (``SortedStreamAggregator``) or runs the per-event engine of the technique (``SortedEngineStream``),
+as ``vectorised_path`` decides, and carries the open windows of at most one key to the next batch, so memory
+stays bounded whatever the key sizes.
 The function yields released windows and late events in one frame: late rows have ``_late_seq`` set.
 """
 
@@ -53,21 +55,23 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
     column_order = [f.name for f in schema.fields]
     object_columns = [f.name for f in schema.fields if not isinstance(f.dataType, T.NumericType)]
     skip_empty = cfg.empty_windows == "skip"
-    technique, height, swag = cfg.technique, cfg.height, cfg.swag
+    execution = cfg.execution
     input_names = {v: c for c, v in prepared.values.items()}
 
     def process(batches):
         import pandas as pd
 
-        from spanning.engines.chunks import SortedEngineStream, SortedStreamAggregator
         from spanning.engines.engine import build_aggregates
+        from spanning.engines.keyed import vectorised_path
+        from spanning.engines.streams import SortedEngineStream, SortedStreamAggregator
 
         _, aggs = build_aggregates(dict(zip(names, specs, strict=True)))
         common = dict(start=START, end=END, seq=SEQ, series_start=SERIES if series_start else None,
                       valid_column=valid_column)  # fmt: skip
-        if technique == "se-slicing" and swag is None:  # its batch form is vectorised
+        if vectorised_path(execution, aggs):
             stream = SortedStreamAggregator(spec, aggs, names, keys, **common)
         else:
+            technique, height, swag = execution.technique, execution.height, execution.swag
             stream = SortedEngineStream(
                 spec, aggs, names, keys, technique=technique, height=height, swag=swag, **common
             )

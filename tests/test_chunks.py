@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spanning
-from spanning.engines.chunks import SortedStreamAggregator
 from spanning.engines.engine import build_aggregates
+from spanning.engines.streams import SortedStreamAggregator
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 
@@ -89,7 +89,7 @@ def test_chunked_earliest_series_start_equals_aggregate(spec, events, cuts):
 )
 def test_chunked_per_event_engine_equals_aggregate(spec, events, cuts, height):
     """The Spark job's path for techniques other than se-slicing: Engine per key over sorted chunks."""
-    from spanning.engines.chunks import SortedEngineStream
+    from spanning.engines.streams import SortedEngineStream
 
     events = sorted_by_key_and_end(events)
     frame = to_frame(events).assign(seq=lambda f: np.arange(len(f)))

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spanning
-from spanning.engines.chunks import SortedEngineStream, SortedStreamAggregator
 from spanning.engines.engine import build_aggregates
+from spanning.engines.streams import SortedEngineStream, SortedStreamAggregator
 from tests.oracle import oracle
 from tests.streams import assert_same_windows, frame_windows
 

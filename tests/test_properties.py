@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spanning
+from spanning.engines.keyed import KeyedBatch, KeyedDriver, PerEventKeys
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 
@@ -14,20 +16,27 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 
 def run_engines(events, spec, aggregates, technique="se-slicing", height=1, series_start=None):
-    """One Engine per key, fed in arrival order; returns windows and late reports like the oracle."""
-    engines, windows = {}, {}
-    for seq, (key, lo, up, row) in enumerate(events):
-        if key not in engines:
-            engines[key] = spanning.Engine(
-                spanning.WindowSpec(*spec), aggregates, technique=technique, height=height, start=series_start
-            )
-            windows[key] = []
-        windows[key] += engines[key].insert(lo, up, row, seq=seq)
-    late = {}
-    for key, engine in engines.items():
-        windows[key] += engine.flush()
-        late.update({ev.seq: ev.windows_missed for ev in engine.late})
-    return {k: [(w.start, w.end, w.values) for w in ws] for k, ws in windows.items()}, late
+    """One Engine per key (the keyed driver), fed in arrival order; returns windows and late reports like the oracle."""
+    codes = {}
+    for key, *_ in events:
+        codes.setdefault(key, len(codes))
+    groups = np.array([codes[key] for key, *_ in events], dtype=np.int64)
+    starts, ends = (np.array([e[i] for e in events], dtype=np.int64) for i in (1, 2))
+    batch = KeyedBatch.in_key_order(groups, starts, ends, [e[3] for e in events], None)
+    spec = spanning.WindowSpec(*spec)
+    driver = KeyedDriver(
+        PerEventKeys(
+            lambda _: spanning.Engine(spec, aggregates, technique=technique, height=height, start=series_start)
+        )
+    )
+    _, result = driver.feed(batch)
+    released, late_events = result or ([], [])
+    released += driver.finish() or []
+    keys = list(codes)
+    windows = {key: [] for key in keys}
+    for g, w in released:
+        windows.setdefault(keys[g], []).append((w.start, w.end, w.values))
+    return windows, {ev.seq: ev.windows_missed for ev in late_events}
 
 
 @SETTINGS

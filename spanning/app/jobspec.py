@@ -12,6 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from spanning.aggregates import parse_aggregate
+from spanning.engines.params import Execution
 from spanning.kernels.windows import WindowSpec
 
 __all__ = ["RunConfig", "UsageError", "parse_duration", "output_name", "REASONS", "EVENTS_COLUMN"]
@@ -173,6 +174,11 @@ class RunConfig:
         names = [output_name(a) for a in self.aggregates]
         if len(set(names)) != len(names):
             raise UsageError("an aggregate is given twice")
+
+    @property
+    def execution(self) -> Execution:
+        """How the windows are computed (technique, height, SWAG, sharing), as the engines take it."""
+        return Execution(self.technique, self.height, self.swag, self.sharing)
 
     @property
     def aggregate_columns(self) -> dict[str, str]:

@@ -18,6 +18,7 @@ import pyarrow.csv
 import pyarrow.parquet
 
 from spanning.aggregates import SumOverflowError
+from spanning.app.files import input_files, read_local
 from spanning.app.jobspec import (
     CHRONON_MS,
     CORRUPT_RECORD,
@@ -33,11 +34,9 @@ from spanning.app.jobspec import (
 from spanning.app.outputs import finish_output, output_folder
 from spanning.app.reader import (
     column_kind,
-    input_files,
     is_text,
     number_values,
     plain_values,
-    read_local,
     text_stats,
     time_chronons,
     time_kind_of,

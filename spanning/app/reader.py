@@ -3,8 +3,8 @@
 The local engine (pandas, ``spanning.app.local_run``) and the Spark engine (``spark_jobs.prepare``) follow
 these rules, so that the same file gives the same windows, late rows and rejected rows on both:
 
-* **Files.** CSV (RFC 4180: a header line, fields quoted with ``"``, a quote inside a field doubled,
-  line breaks inside quoted fields), Parquet, or JSON lines, told apart by extension (``.gz``/``.bz2``
+* **Files** (``spanning.app.files``). CSV (RFC 4180: a header line, fields quoted with ``"``, a quote inside
+  a field doubled, line breaks inside quoted fields), Parquet, or JSON lines, told apart by extension (``.gz``/``.bz2``
   compression is allowed for CSV and JSON). A folder is read file by file, skipping names that start
   with ``_`` or ``.``. Inputs that mix formats, files without a header, files that seem to use another
   delimiter, empty files and CSV files whose headers differ are refused with one line naming the file.
@@ -24,13 +24,6 @@ these rules, so that the same file gives the same windows, late rows and rejecte
 
 from __future__ import annotations
 
-import bz2
-import csv
-import glob
-import gzip
-import io
-import json
-import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -41,14 +34,12 @@ import numpy as np
 import pandas as pd
 
 from spanning.aggregates import INT64_MAX, INT64_MIN
-from spanning.app.jobspec import CHRONON_MS, CORRUPT_RECORD, INPUT_FORMATS, UsageError
+from spanning.app.jobspec import CHRONON_MS, UsageError
 
 __all__ = [
-    "Inputs",
     "ColumnStats",
     "column_kind",
-    "input_files",
-    "read_local",
+    "matches",
     "text_stats",
     "time_chronons",
     "number_values",
@@ -73,6 +64,13 @@ PATTERNS = {
 }
 _COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
 INT64 = (INT64_MIN, INT64_MAX)
+
+
+def matches(name: str, text: str) -> bool:
+    """Whether ``text`` is, as a whole, what pattern ``name`` of ``PATTERNS`` describes."""
+    return _COMPILED[name].fullmatch(text) is not None
+
+
 TIME_LIMIT = 2.0**62  # epoch numbers beyond this are not times (and would not fit once scaled)
 
 
@@ -136,223 +134,6 @@ def check_timezone(name: str) -> str:
     except (ZoneInfoNotFoundError, ValueError):
         raise UsageError(f"unknown --timezone {name!r}: give a region such as Europe/Paris, UTC or +01:00") from None
     return name
-
-
-# ------------------------------------------------------------------------------------------------
-# files
-
-
-@dataclass
-class Inputs:
-    """The input files of a run, checked: their format and, for CSV, the header they share."""
-
-    files: list[str]
-    format: str
-    columns: list[str] | None  # CSV header names, stripped of spaces (None where unknown: remote files)
-    delimiter: str = ","
-
-
-_COMPRESSION = {".gz": gzip.open, ".bz2": bz2.open}
-
-
-def _format_of(path: str) -> str | None:
-    stem, ext = os.path.splitext(path.lower())
-    if ext in _COMPRESSION:
-        stem, ext = os.path.splitext(stem)
-    return INPUT_FORMATS.get(ext)
-
-
-def _open_text(path: str) -> io.TextIOBase:
-    opener = _COMPRESSION.get(os.path.splitext(path.lower())[1], open)
-    return opener(path, "rt", encoding="utf-8-sig", newline="")
-
-
-def _listed(paths: list[str]) -> list[str]:
-    files = []
-    for path in paths:
-        matches = sorted(glob.glob(path))
-        if not matches:
-            raise UsageError(f"input not found: {path}")
-        for match in matches:
-            if not os.path.isdir(match):
-                files.append(match)
-                continue
-            inside = sorted(f for f in os.listdir(match) if not f.startswith(("_", ".")))
-            folders = [f for f in inside if os.path.isdir(os.path.join(match, f))]
-            if folders:
-                raise UsageError(f"input folder {match} holds the folder {folders[0]!r}: give the files or a glob")
-            if not inside:
-                raise UsageError(f"input folder {match} holds no input files")
-            files += [os.path.join(match, f) for f in inside]
-    return files
-
-
-def input_files(paths: list[str], given_format: str | None = None, delimiter: str = ",") -> Inputs:
-    """List and check the inputs: one format, no empty file, and for CSV one valid header for all."""
-    if len(delimiter) != 1 or delimiter in "\"\r\n":
-        raise UsageError(f"bad --delimiter {delimiter!r}: give one character other than a quote or a line break")
-    if any("://" in p for p in paths):  # hdfs://, s3a://: Spark lists and reads them
-        fmt = given_format or _format_of(paths[0].rstrip("/"))
-        if fmt is None:
-            raise UsageError(f"cannot tell the input format of {paths[0]!r}: give --input-format csv|parquet|json")
-        return Inputs(list(paths), fmt, None, delimiter)
-    files = _listed(paths)
-    formats = {}
-    for path in files:
-        fmt = given_format or _format_of(path)
-        if fmt is None:
-            raise UsageError(f"cannot tell the input format of {path}: give --input-format csv|parquet|json")
-        formats.setdefault(fmt, path)
-        if os.path.getsize(path) == 0:
-            raise UsageError(f"input file {path} is empty")
-    if len(formats) > 1:
-        mixed = ", ".join(f"{fmt} ({os.path.basename(p)})" for fmt, p in formats.items())
-        raise UsageError(f"the inputs mix file formats: {mixed}; run one format at a time")
-    fmt = next(iter(formats))
-    if fmt == "parquet":
-        for path in files:
-            _check_parquet(path)
-    columns = None
-    if fmt == "csv":
-        for path in files:
-            header = _csv_header(path, delimiter)
-            if columns is None:
-                columns, first = header, path
-            elif header != columns:
-                raise UsageError(
-                    f"{path} has the columns {', '.join(header)} but {first} has {', '.join(columns)}: "
-                    "give files of one layout per run"
-                )
-    elif fmt == "json":
-        for path in files:
-            with _open_text(path) as handle:
-                if not any(line.strip() for line in handle):
-                    raise UsageError(f"input file {path} is empty")
-    return Inputs(files, fmt, columns, delimiter)
-
-
-def _check_parquet(path: str) -> None:
-    """A Parquet file both engines can read: readable, and no timestamps in nanoseconds (Spark refuses them)."""
-    import pyarrow.parquet
-
-    try:
-        schema = pyarrow.parquet.read_schema(path)
-    except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
-        raise UsageError(f"cannot read {path} as Parquet: {str(err).strip().splitlines()[0]}") from None
-    for field in schema:
-        if getattr(field.type, "unit", None) == "ns" and str(field.type).startswith("timestamp"):
-            raise UsageError(f"{path}: column {field.name!r} holds timestamps in nanoseconds, which Spark cannot "
-                             "read: write it in microseconds (pandas: df.to_parquet(..., coerce_timestamps='us'))")
-
-
-def _csv_header(path: str, delimiter: str) -> list[str]:
-    """The header names of a CSV file, with the checks that catch a missing header or another delimiter."""
-    try:
-        with _open_text(path) as handle:
-            header = next((row for row in csv.reader(handle, delimiter=delimiter) if row), None)
-    except (UnicodeDecodeError, OSError, csv.Error) as err:
-        raise UsageError(f"cannot read {path} as CSV text: {err}") from None
-    if header is None:
-        raise UsageError(f"input file {path} is empty")
-    names = [name.strip() for name in header]
-    if len(names) == 1:
-        for other in (";", "\t", "|", ","):
-            if other != delimiter and other in names[0]:
-                shown = {"\t": "\\t"}.get(other, other)
-                raise UsageError(f"{path} seems to separate fields with {shown!r}, not {delimiter!r}: "
-                                 f"give --delimiter '{shown}'")  # fmt: skip
-    values = sum(1 for n in names if _matches("number", n) or _matches("date_time", n))
-    if 2 * values > len(names):  # column names are rarely numbers or times: this line is data
-        raise UsageError(f"{path} has no header line: its first line holds values ({', '.join(names[:4])})")
-    if not all(names):
-        raise UsageError(f"{path} has an empty column name in its header (column {names.index('') + 1})")
-    repeated = next((n for n in names if names.count(n) > 1), None)
-    if repeated:
-        raise UsageError(f"{path} has the column name {repeated!r} twice in its header")
-    return names
-
-
-def _matches(name: str, text: str) -> bool:
-    return _COMPILED[name].fullmatch(text) is not None
-
-
-# ------------------------------------------------------------------------------------------------
-# the local engine's side: pandas
-
-
-def read_local(inputs: Inputs) -> pd.DataFrame:
-    """All rows of the inputs as one DataFrame, as read: Parquet and JSON typed, CSV typed by ``typed_csv``."""
-    frames = [_read_file(path, inputs) for path in inputs.files]
-    frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    return typed_csv(frame) if inputs.format == "csv" else frame
-
-
-def typed_csv(frame: pd.DataFrame) -> pd.DataFrame:
-    """CSV text with every column of plain integers as Int64 (nothing lost), the others as text."""
-    for name in frame.columns:
-        frame[name] = plain_values(frame[name], column_kind("plain", text_stats(frame[name])))
-    return frame
-
-
-def _read_file(path: str, inputs: Inputs) -> pd.DataFrame:
-    if inputs.format == "csv":
-        try:
-            frame = pd.read_csv(path, sep=inputs.delimiter, dtype=str, keep_default_na=False, na_values=[""],
-                                encoding="utf-8-sig", header=0, index_col=False)  # fmt: skip
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
-            first = str(err).strip().splitlines()[0]
-            raise UsageError(f"cannot read {path} as CSV: {first}") from None
-        frame.columns = inputs.columns or [str(c).strip() for c in frame.columns]
-        return frame.astype(object).where(frame.notna(), None)  # text, None for null
-    if inputs.format == "parquet":
-        try:
-            return pd.read_parquet(path)
-        except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
-            raise UsageError(f"cannot read {path} as Parquet: {str(err).strip().splitlines()[0]}") from None
-    return _read_json_lines(path)
-
-
-def _read_json_lines(path: str) -> pd.DataFrame:
-    """JSON lines typed as Spark types them: integers, floats, booleans, or text when a column mixes kinds.
-
-    A line that is not a JSON object is kept whole in ``_corrupt_record`` (and rejected), as Spark does.
-    """
-    records, corrupt = [], []
-    with _open_text(path) as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                record = None
-            if isinstance(record, dict):
-                records.append(record)
-                corrupt.append(None)
-            else:
-                records.append({})
-                corrupt.append(line.rstrip("\r\n"))
-    names = {k for r in records for k in r}
-    if any(c is not None for c in corrupt):
-        names.add(CORRUPT_RECORD)
-    data = {}
-    for name in sorted(names):  # by name, as Spark's JSON reader orders inferred columns
-        column = corrupt if name == CORRUPT_RECORD else [r.get(name) for r in records]
-        data[name] = _json_column(column)
-    return pd.DataFrame(data, index=pd.RangeIndex(len(records)))
-
-
-def _json_column(values: list) -> object:
-    kinds = {type(v) for v in values if v is not None}
-    if kinds == {bool}:
-        return pd.array(values, dtype="boolean")
-    if kinds == {int} and all(INT64_MIN <= v <= INT64_MAX for v in values if v is not None):
-        return pd.array(values, dtype="Int64")
-    if kinds <= {int, float} and kinds:
-        return pd.array([None if v is None else float(v) for v in values], dtype="Float64")
-    out = np.empty(len(values), dtype=object)
-    out[:] = [v if v is None or isinstance(v, str) else json.dumps(v, separators=(",", ":")) for v in values]
-    return out
 
 
 def _text_mask(series: pd.Series, name: str) -> np.ndarray:

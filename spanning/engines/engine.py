@@ -24,9 +24,9 @@ from spanning.engines.manager import Window, WindowManager
 from spanning.kernels.windows import WindowSpec, as_chronon
 from spanning.planning.height import resolve_height
 from spanning.techniques.point_windows import PointWindows
-from spanning.techniques.registry import make_technique
+from spanning.techniques.registry import DEFAULT_TECHNIQUE, make_technique
 
-__all__ = ["Engine", "LateEvent", "Window", "build_aggregates"]
+__all__ = ["Engine", "LateEvent", "LiftingEngine", "Window", "build_aggregates"]
 
 
 class LateEvent(NamedTuple):
@@ -66,7 +66,36 @@ def row_error(aggregates: Sequence[Aggregate], row: Any) -> str:
     return f"row has no column {missing[0]!r}" if missing else f"row values cannot be aggregated: {row!r}"
 
 
-class Engine:
+class LiftingEngine:
+    """What ``Engine`` and ``MultiEngine`` share: an event's bounds and arrival number, and its row lifted
+    once per aggregate (Suzanne et al., §2.3: lift, combine, lower), before the window manager takes it."""
+
+    aggregates: list[Aggregate]
+    _lifts: list
+    _seq: int
+
+    def insert(self, start: int, end: int, row: Mapping[str, Any] | None = None, seq: int | None = None) -> list:
+        """Insert one event; return the windows released by its arrival.
+
+        ``seq`` is the event's arrival number (ties in argmin/argmax go to the lowest, and it is their
+        result when no result column is named); it defaults to the number of events inserted before.
+        """
+        if seq is None:
+            seq = self._seq
+        self._seq += 1
+        if type(start) is not int or type(end) is not int or end <= start:  # the common case skips the call
+            start, end = event_bounds(start, end)
+        try:
+            lifted = [lift(row, seq) for lift in self._lifts]
+        except (KeyError, TypeError) as err:
+            raise ValueError(row_error(self.aggregates, row)) from err
+        return self._take(start, end, row, lifted, seq)
+
+    def _take(self, start: int, end: int, row: Any, lifted: list, seq: int) -> list:
+        raise NotImplementedError
+
+
+class Engine(LiftingEngine):
     """Sliding-window aggregates over one spanning-event stream, released as the clock passes u(w) + δ.
 
     ``insert(start, end, row)`` takes an event ``[start, end)`` (``start == end`` is the point event
@@ -81,7 +110,7 @@ class Engine:
         self,
         spec: WindowSpec,
         aggregates: Mapping[str, str | Aggregate] | None = None,
-        technique: str = "se-slicing",
+        technique: str = DEFAULT_TECHNIQUE,
         height: int | str = 1,
         start: int | None = None,
         sample_events: tuple | None = None,
@@ -93,7 +122,7 @@ class Engine:
         self.names, self.aggregates = build_aggregates(aggregates)
         self.height = resolve_height(height, technique, spec, sample_events)  # "auto": Table 4 on the sample
         if swag is not None:  # point events: Pairs slices, and a FIFO SWAG for the final aggregation
-            if technique != "se-slicing":
+            if technique != DEFAULT_TECHNIQUE:
                 raise ValueError("swag= is the technique for point events: leave technique at its default")
             self.technique = PointWindows(spec, self.aggregates, self.height, swag=swag)
         else:
@@ -108,26 +137,7 @@ class Engine:
     def clock(self) -> int | None:
         return self._manager.clock
 
-    def insert(
-        self, start: int, end: int, row: Mapping[str, Any] | None = None, seq: int | None = None
-    ) -> list[Window]:
-        """Insert one event; return the windows released by its arrival.
-
-        ``seq`` is the event's arrival number (ties in argmin/argmax go to the lowest, and it is their
-        result when no result column is named); it defaults to the number of events inserted before.
-        """
-        if seq is None:
-            seq = self._seq
-        self._seq += 1
-        return self._insert(start, end, row, seq)
-
-    def _insert(self, start: Any, end: Any, row: Any, seq: int) -> list[Window]:
-        if type(start) is not int or type(end) is not int or end <= start:  # the common case skips the call
-            start, end = event_bounds(start, end)
-        try:
-            lifted = [lift(row, seq) for lift in self._lifts]
-        except (KeyError, TypeError) as err:
-            raise ValueError(row_error(self.aggregates, row)) from err
+    def _take(self, start: int, end: int, row: Any, lifted: list, seq: int) -> list[Window]:
         released, missed = self._manager.insert(start, end, lifted)
         if missed:
             self.late.append(LateEvent(start, end, row, missed, seq))

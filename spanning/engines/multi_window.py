@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spanning.aggregates import Aggregate
-from spanning.engines.engine import LateEvent, build_aggregates, event_bounds, row_error
+from spanning.engines.engine import LateEvent, LiftingEngine, build_aggregates
 from spanning.engines.manager import Window
 from spanning.kernels.windows import UnionSlicer, WindowSpec, as_chronon
 from spanning.techniques.point_windows import PointWindows
+from spanning.techniques.registry import DEFAULT_TECHNIQUE
 from spanning.techniques.se_ml_slicing import SEMLSlicing
 from spanning.techniques.se_slicing import SESlicing
 
@@ -105,7 +106,7 @@ class MultiWindowManager:
         return out
 
 
-class MultiEngine:
+class MultiEngine(LiftingEngine):
     """Sliding-window aggregates for several ``WindowSpec`` at once over one stream (shared slices).
 
     ``insert`` and ``flush`` return ``(spec index, Window)`` pairs; ``late`` holds
@@ -118,7 +119,7 @@ class MultiEngine:
         self,
         specs: Sequence[WindowSpec],
         aggregates: Mapping[str, str | Aggregate] | None = None,
-        technique: str = "se-slicing",
+        technique: str = DEFAULT_TECHNIQUE,
         height: int = 1,
         start: int | None = None,
         swag: str | None = None,
@@ -149,14 +150,7 @@ class MultiEngine:
         self._seq = 0
         self.late: list[tuple[int, LateEvent]] = []
 
-    def insert(self, start: int, end: int, row: Mapping[str, Any] | None = None, seq: int | None = None) -> list:
-        seq = self._seq if seq is None else seq
-        self._seq += 1
-        start, end = event_bounds(start, end)
-        try:
-            lifted = [lift(row, seq) for lift in self._lifts]
-        except (KeyError, TypeError) as err:
-            raise ValueError(row_error(self.aggregates, row)) from err
+    def _take(self, start: int, end: int, row: Any, lifted: list, seq: int) -> list[tuple[int, Window]]:
         released, missed = self._manager.insert(start, end, lifted)
         self.late += [(i, LateEvent(start, end, row, m, seq)) for i, m in enumerate(missed) if m]
         return released

@@ -8,6 +8,10 @@ The window manager (``spanning.engines.manager``) calls, in the paper's Algorith
   already clipped to the oldest open window; ``lifted[i]`` is ``aggregates[i].lift(row)``;
 * ``query(start, end)`` at release: one partial per aggregate, combined oldest to newest (line 8);
 * ``evict(before)`` once no open window needs time before ``before``.
+
+A technique class may declare ``batch_form = True`` when, for a fixed set of events, it has a vectorised
+form that the batch path runs instead (SE-Slicing, Suzanne et al., §3.2.2); see
+``spanning.techniques.registry.has_batch_form``.
 """
 
 from __future__ import annotations

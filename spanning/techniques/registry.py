@@ -72,3 +72,16 @@ def make_technique(name: str, spec: WindowSpec, aggregates: Sequence[Aggregate],
     if isinstance(height, bool) or not isinstance(height, int) or height < 1:
         raise ValueError(f"height must be an integer >= 1, got {height!r}")
     return TECHNIQUES[name](spec, aggregates, height)
+
+
+#: the technique ``Engine``, ``aggregate`` and the CLI run when none is named
+DEFAULT_TECHNIQUE = "se-slicing"
+
+
+def has_batch_form(name: str) -> bool:
+    """Whether technique ``name`` declares a vectorised batch form (``batch_form = True`` on its class).
+
+    A technique registered by name (the baselines) has none, and is not imported to find out.
+    """
+    factory = TECHNIQUES._factories.get(name)
+    return not isinstance(factory, str) and bool(getattr(factory, "batch_form", False))

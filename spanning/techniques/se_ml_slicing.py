@@ -37,6 +37,7 @@ class SEMLSlicing(SliceRing):
     """The SE-ML-Slicing technique with height ``d`` (d = 1 is SE-Slicing)."""
 
     name = "se-ml-slicing"
+    batch_form = False  # runs per event (its levels have no batch form here)
 
     def __init__(
         self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1, slicer: UnionSlicer | None = None

@@ -29,6 +29,7 @@ class SESlicing(SliceRing):
     """The SE-Slicing technique (height 1)."""
 
     name = "se-slicing"
+    batch_form = True  # for a fixed set of events it has a vectorised form (§3.2.2): spanning.engines.chunks
 
     def __init__(
         self, spec: WindowSpec, aggregates: Sequence[Aggregate], height: int = 1, slicer: UnionSlicer | None = None

@@ -1,0 +1,189 @@
+"""``spanning run``: its options, the ``RunConfig`` they make, and the engine that runs it (local or Spark).
+
+The options are checked (``spanning.app.jobspec.RunConfig``) before anything is read or written; the Spark
+engine is found by entry point (``spanning.app.plugins``), so that this module needs no pyspark.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from spanning.aggregates import parse_aggregate
+from spanning.app.jobspec import RunConfig, UsageError, parse_duration
+
+SPARK_NEEDED = "the Spark engine needs pyspark ({}): pip install 'spanning[spark]'"
+
+
+EXAMPLE = """example:
+  spanning run data/sample_cdr.csv --range 15m --slide 5m --ttp 2h --start start --end end \\
+      --key cell --agg count --agg sum:bytes --agg max:duration --output out/
+"""
+
+
+def add_run_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="sliding-window aggregates over spanning events in CDR files",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help="files, folders or globs (CSV with header, Parquet, JSON lines)"
+    )
+    p.add_argument("--range", help="window range ω: 900, 90s, 15m, 2h, 1d")
+    p.add_argument("--slide", help="window slide β")
+    p.add_argument("--window", action="append", default=[], metavar="RANGE/SLIDE",
+                   help="a window spec such as 15m/5m, instead of --range/--slide; repeat it for several "
+                   "(one pass, rows tagged in a 'window' column)")  # fmt: skip
+    p.add_argument("--sharing", default="all", choices=["all", "none", "weaveshare"],
+                   help="with several --window on the per-event path: share one slice sequence (all), none, "
+                   "or the groups of the WeaveShare optimizer (Shein and Chrysanthis)")  # fmt: skip
+    p.add_argument(
+        "--ttp", default="0", help="time-to-postpone δ: release a window this long after its end (default 0)"
+    )
+    p.add_argument("--offset", default="0", help="window alignment offset (default 0: aligned to the epoch)")
+    p.add_argument("--start", required=True, metavar="EXPR", help="event start: a column or Spark SQL expression")
+    p.add_argument("--end", metavar="EXPR", help="event end: a column or Spark SQL expression")
+    p.add_argument("--duration", metavar="EXPR", help="event duration in chronons (instead of --end)")
+    p.add_argument("--key", action="append", default=[], metavar="EXPR", help="key column or expression (repeatable)")
+    p.add_argument(
+        "--agg",
+        action="append",
+        default=[],
+        metavar="AGG",
+        help="count, count:col, sum:col, mean, min, max, stddev, stddev_pop, argmin:col[:res], "
+        "argmax:col[:res], mincount, maxcount (repeatable; default count)",
+    )
+    p.add_argument("--technique", default="se-slicing", help="se-slicing (default, vectorised) or se-ml-slicing")
+    p.add_argument("--height", default="1", help="multi-level height d of se-ml-slicing, or auto (Table 4 cost model)")
+    p.add_argument("--point-events", action="store_true", help="each record is a point event at --start")
+    p.add_argument(
+        "--swag",
+        metavar="NAME",
+        help="with --point-events: the FIFO SWAG of the final aggregation "
+        "(recalc, soe, two-stacks, two-stacks-lite, daba, daba-lite, flatfat, flatfit, slickdeque, sba, pba)",
+    )
+    p.add_argument("--output", default="spanning-output", help="output folder (default spanning-output)")
+    p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format")
+    p.add_argument("--engine", default="spark", choices=["spark", "local"], help="spark (default) or local (pandas)")
+    p.add_argument("--master", help="Spark master URL (default: what spark-submit sets, else local[*])")
+    p.add_argument("--plan", default="auto", choices=["auto", "explode", "range", "dyadic", "python"],
+                   help="Spark: how built-in aggregates are computed: auto (default: by the aggregates and the "
+                   "windows per event), explode, range or dyadic (in the JVM), python (mapInPandas)")  # fmt: skip
+    p.add_argument("--partitions", type=int, help="Spark partitions for the per-key stage (default: 2 per core)")
+    p.add_argument("--time-unit", default="s", choices=["s", "ms"], help="chronon: second (default) or millisecond")
+    p.add_argument("--empty-windows", default="skip", choices=["skip", "emit"], help="write windows with no event?")
+    p.add_argument(
+        "--series-start",
+        default="earliest",
+        help="per key, windows start after: earliest (start in the data, default), first "
+        "(start of the first row in end order, as a stream would) or a time in chronons",
+    )
+    p.add_argument("--input-format", choices=["csv", "parquet", "json"], help="when the extension does not tell")
+    p.add_argument("--delimiter", default=",", help="CSV field separator (default ,)")
+    p.add_argument("--timezone", default="UTC",
+                   help="time zone of date-time text without one: a region such as Europe/Paris, UTC (default) "
+                   "or +01:00")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an output folder that spanning wrote, once the new output is complete")  # fmt: skip
+    p.add_argument("--verbose", action="store_true", help="show stack traces and Spark warnings")
+    p.set_defaults(handler=_run)
+
+
+def _height(text: str) -> int | str:
+    if text == "auto":
+        return "auto"
+    try:
+        height = int(text)
+    except ValueError:
+        height = 0
+    if height < 1:
+        raise UsageError(f"bad --height {text!r}: give an integer >= 1 or auto")
+    return height
+
+
+def _windows(args: argparse.Namespace, unit: str) -> list[tuple[int, int]]:
+    if args.window and (args.range or args.slide):
+        raise UsageError("give either --window (repeatable) or --range and --slide")
+    if not args.window and not (args.range and args.slide):
+        raise UsageError("give --range and --slide, or one or more --window RANGE/SLIDE")
+    windows = []
+    for text in args.window:
+        parts = text.split("/")
+        if len(parts) != 2:
+            raise UsageError(f"bad --window {text!r}: write RANGE/SLIDE, e.g. 15m/5m")
+        windows.append((parse_duration(parts[0], unit), parse_duration(parts[1], unit)))
+    return windows
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    unit = args.time_unit
+    windows = _windows(args, unit)
+    return RunConfig(
+        inputs=args.inputs,
+        windows=windows,
+        range=parse_duration(args.range, unit) if args.range else windows[0][0],
+        slide=parse_duration(args.slide, unit) if args.slide else windows[0][1],
+        ttp=parse_duration(args.ttp, unit),
+        offset=parse_duration(args.offset, unit),
+        start=args.start,
+        end=args.end,
+        duration=args.duration,
+        keys=args.key,
+        aggregates=args.agg or ["count"],
+        technique=args.technique,
+        height=_height(args.height),
+        point_events=args.point_events,
+        swag=args.swag,
+        output=args.output,
+        format=args.format,
+        engine=args.engine,
+        master=args.master,
+        time_unit=unit,
+        empty_windows=args.empty_windows,
+        overwrite=args.overwrite,
+        input_format=args.input_format,
+        series_start=args.series_start,
+        timezone=args.timezone,
+        partitions=args.partitions,
+        sharing=args.sharing,
+        delimiter=args.delimiter,
+        plan=args.plan,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from spanning.app.outputs import check_output, human_summary
+    from spanning.techniques.registry import TECHNIQUES
+
+    cfg = config_from_args(args)
+    check_output(cfg)  # a harmful --output fails at once, before Spark starts; the engines check again
+    if cfg.technique not in TECHNIQUES:
+        raise UsageError(f"unknown technique {cfg.technique!r}: available are {', '.join(sorted(TECHNIQUES))}")
+    if cfg.swag is not None:
+        from spanning.techniques.point_windows import build_swag
+
+        for agg in cfg.aggregates:  # unknown names and unfit aggregates fail here, before any work
+            try:
+                build_swag(cfg.swag, parse_aggregate(agg))
+            except ValueError as err:
+                raise UsageError(str(err)) from err
+    if cfg.engine == "local":
+        from spanning.app.local_run import run_local
+
+        summary = run_local(cfg, args.verbose)
+    else:
+        summary = spark_engine().run(cfg, args.verbose)
+    print(human_summary(summary))
+    return 0
+
+
+def spark_engine() -> Any:
+    """The Spark engine (``spark_jobs``, found by entry point), or one clear line when it cannot be used."""
+    from spanning.app.plugins import load_engine
+
+    try:
+        return load_engine("spark")
+    except ImportError as err:
+        raise UsageError(SPARK_NEEDED.format(err)) from err

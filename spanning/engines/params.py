@@ -1,0 +1,59 @@
+"""Parameter objects: what always travels together from the facades down to the engines.
+
+* ``EventColumns``: where an input row keeps its event (start, end, key columns) and how to read it as
+  one (point events ``[l, l + 1)``; count-based time, the arrival number within the key);
+* ``Execution``: how the windows are computed (technique, height d, the SWAG of point events, and how
+  several window specs share slices).
+
+The series start (docs/SEMANTICS.md §8) is one more value beside them, called ``series_start`` everywhere.
+
+>>> EventColumns.of(key="cell").keys
+('cell',)
+>>> Execution(technique="se-ml-slicing", height=3).with_height(2).height
+2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+__all__ = ["EventColumns", "Execution"]
+
+
+@dataclass(frozen=True)
+class EventColumns:
+    """The columns of an event in an input frame, and how to read them (Suzanne et al., §2.1: ``[l, u)``)."""
+
+    start: str = "start"
+    end: str = "end"  # not read for point events
+    keys: tuple[str, ...] = ()
+    point_events: bool = False  # each row is the point [start, start + 1)
+    count_based: bool = False  # a row's time is its arrival number within its key
+
+    @classmethod
+    def of(
+        cls,
+        start: str = "start",
+        end: str = "end",
+        key: str | Sequence[str] | None = None,
+        point_events: bool = False,
+        count_based: bool = False,
+    ) -> EventColumns:
+        """From the facades' keywords: ``key`` is one column, several, or None."""
+        keys = (key,) if isinstance(key, str) else tuple(key or ())
+        return cls(start, end, keys, point_events, count_based)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the windows are computed: the technique, its height d, the SWAG of point events, slice sharing."""
+
+    technique: str = "se-slicing"
+    height: int | str = 1  # or "auto" (``spanning.planning.height``)
+    swag: str | None = None  # point events: the FIFO SWAG of the final aggregation
+    sharing: str = "all"  # several window specs: all, none or weaveshare (Shein and Chrysanthis, §3.1.1)
+
+    def with_height(self, height: int) -> Execution:
+        """The same execution with a resolved height (``"auto"`` measured on the events)."""
+        return replace(self, height=height)
