@@ -26,7 +26,6 @@ from spark_jobs.run import compute
 from spark_jobs.session import get_session
 
 AGGS = ["count", "sum:bytes", "max:duration"]
-COLUMNS = ["cell", "window_start", "window_end", "count", "sum_bytes", "max_duration"]
 SHAPES = [(900, 300), (900, 60), (3600, 60)]  # ω / β: about 3.5, 16 and 60 windows per call
 AGG_SETS = {"count+sum+max": AGGS, "count+sum": AGGS[:2]}
 SQL_AGGS = {"count": "count(*) AS count", "sum:bytes": "sum(bytes) AS sum_bytes",
@@ -113,6 +112,6 @@ def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print
                                 "plan_reason": choices[0].reason if name == "job" else "",
                                 "ratios": [b / a for a, b in zip(timings["job"], timings["sql"], strict=True)],
                                 })  # fmt: skip
-            spark.catalog.clearCache()  # each job persists its validated rows: free them before the next
+            spark.catalog.clearCache()  # a job over text input persists its validated rows: free them
     shutil.rmtree(out, ignore_errors=True)
     return records, agreement

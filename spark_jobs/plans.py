@@ -9,15 +9,17 @@ event counts in one contiguous run of window numbers (the same run as ``spanning
 and it is late, with ``windows_missed = min(b + 1, a) - (first window ending after l)``, when that is
 positive. That is column arithmetic, with no sort and no Python. The windows then come from one of:
 
-* ``explode``: group the events by (key, a, b) first (many calls share a run), then explode each run
-  into its windows and merge the partials per (key, window);
-* ``range``: a difference array over window numbers (Suzanne et al.'s Σφ + ϕ as a range update): +partial
-  at a, −partial at b + 1, a running sum per key in window order, filled between change points. Two rows
-  per run instead of b − a + 1, exact for counts and integer sums (DECIMAL(38, 0) running sums);
+* ``explode``: each event exploded into the windows of its run, merged per (key, window);
+* ``range``: a difference array over window numbers (Suzanne et al.'s Σφ + ϕ as a range update):
+  +contribution at a, −contribution at b + 1, a running sum per key in window order, filled between
+  change points. Two rows per event instead of b − a + 1; counts and integer sums and means;
+* ``dyadic``: each run as its aligned power-of-two blocks, merged per (key, block), then expanded to
+  windows once per key; O(log(b − a)) rows per event; everything ``explode`` covers;
 * ``python``: the mapInPandas job (``spark_jobs.windowed``), for what only Python does: the paper's
   per-event techniques, point-event SWAGs, and the aggregates these plans do not cover.
 
-``choose_plan`` picks one from the aggregates and the measured windows per event; ``--plan`` overrides it.
+Integer sums are exact on every JVM plan (two long sums, see ``_partial``). ``choose_plan`` picks a plan
+from the aggregates and the measured windows per event; ``--plan`` overrides it.
 """
 
 from __future__ import annotations
@@ -32,15 +34,14 @@ from pyspark.sql import types as T
 
 from spanning.aggregates import SqlFunction, SumOverflowError, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
+from spanning.techniques.registry import has_batch_form
 from spark_jobs.prepare import END, REASON, SEQ, SERIES, START, Prepared, as_read, quoted, valid_column
 
-PLANS = ("auto", "explode", "range", "dyadic", "python")
 RANGE_FROM = 6.0  # windows per event from which the range update beats the explode (measured; see the README)
 DYADIC_FROM = 32.0  # ... and from which dyadic blocks do, for min and max
 KEY_IDS_FROM = 6.0  # ... and from which grouping by a key id pays for its broadcast join
 A, B, MISSED_RUN, K = "_a", "_b", "_missed", "_k"
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row columns (spark_jobs.windowed)
-INT64_MAX = 2**63 - 1
 KEY_ID, MAX_KEY_IDS = "_id", 50_000  # group by a dense key id when there are at most this many keys
 
 
@@ -61,7 +62,7 @@ def jvm_aggregates(cfg: RunConfig) -> bool:
 
 def python_only(cfg: RunConfig) -> str | None:
     """Why a query needs the Python plan, or None."""
-    if cfg.technique != "se-slicing":
+    if not has_batch_form(cfg.technique):  # the JVM plans are SE-Slicing's batch form
         return f"--technique {cfg.technique} runs the paper's per-event algorithm in Python"
     if cfg.swag is not None:
         return "--swag aggregates point events through a FIFO SWAG in Python"
@@ -102,11 +103,18 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | None) ->
 
 def windows_per_event(cfg: RunConfig, sample: DataFrame) -> float:
     """Mean number of windows an event overlaps, over a sample of the events."""
-    s, o, w = cfg.slide, cfg.offset, cfg.range
-    first = _floordiv(f"{START} - {o} - {w}", s) + " + 1"
-    last = _floordiv(f"greatest({END}, {START} + 1) - {o} - 1", s)
-    value = sample.agg(F.avg(F.expr(f"({last}) - ({first}) + 1"))).first()[0]
+    value = sample.agg(F.avg(F.expr(f"{_last_overlapped(cfg)} - {_first_overlapped(cfg)} + 1"))).first()[0]
     return float(value or 0.0)
+
+
+def _first_overlapped(cfg: RunConfig) -> str:
+    """The first window an event [l, u) overlaps: the first one ending after l."""
+    return f"({_floordiv(f'{START} - {cfg.offset} - {cfg.range}', cfg.slide)} + 1)"
+
+
+def _last_overlapped(cfg: RunConfig) -> str:
+    """The last window an event overlaps: the last one starting before u (a point event is [l, l + 1))."""
+    return _floordiv(f"greatest({END}, {START} + 1) - {cfg.offset} - 1", cfg.slide)
 
 
 def _floordiv(x: str, y: int) -> str:
@@ -130,12 +138,12 @@ def window_runs(rows: DataFrame, cfg: RunConfig, keys: list[str], series_start: 
         by_key = Window.partitionBy(*[quoted(k) for k in keys]) if keys else Window.partitionBy(F.lit(0))
         rows = rows.withColumn(SERIES, F.min_by(F.col(START), F.struct(END, SEQ)).over(by_key))
     s, o, w, d = cfg.slide, cfg.offset, cfg.range, cfg.ttp
-    overlap_first = f"({_floordiv(f'{START} - {o} - {w}', s)} + 1)"
+    overlap_first = _first_overlapped(cfg)
     open_first = f"(-{_floordiv(f'{o + w + d} - {END}', s)})"
     # from the key's earliest start, the series never begins after an event's first window: no per-key pass
     series_first = [] if series_start == "earliest" else [f"({_floordiv(f'{SERIES} - {o} - {w}', s)} + 1)"]
     a = f"greatest({', '.join([overlap_first, open_first, *series_first])})"
-    b = _floordiv(f"greatest({END}, {START} + 1) - {o} - 1", s)
+    b = _last_overlapped(cfg)
     return rows.select(
         "*",
         F.expr(a).alias(A),

@@ -20,6 +20,7 @@ __all__ = ["RunConfig", "UsageError", "parse_duration", "output_name", "REASONS"
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 CHRONON_MS = {"s": 1000, "ms": 1}
 EVENTS_COLUMN = "__events"  # hidden count used to skip empty windows
+PLANS = ("auto", "explode", "range", "dyadic", "python")  # --plan: how the Spark job computes (spark_jobs.plans)
 INPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 
 # why an input row could not be used (the `reason` column of rejected/)
@@ -125,7 +126,7 @@ class RunConfig:
     windows: list[tuple[int, int]] = field(default_factory=list)  # several (range, slide): rows tagged "window"
     sharing: str = "all"  # how several windows share slices on the per-event path: all, none, weaveshare
     delimiter: str = ","  # CSV field separator
-    plan: str = "auto"  # Spark: auto, explode, range, dyadic (JVM plans) or python (mapInPandas)
+    plan: str = "auto"  # Spark, one of PLANS: auto, explode, range, dyadic (JVM plans) or python (mapInPandas)
 
     def __post_init__(self) -> None:
         try:
@@ -155,8 +156,8 @@ class RunConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise UsageError(f"bad --{name.replace('_', '-')} {getattr(self, name)!r}: use {' or '.join(allowed)}")
-        if self.plan not in ("auto", "explode", "range", "dyadic", "python"):
-            raise UsageError(f"bad --plan {self.plan!r}: use auto, explode, range, dyadic or python")
+        if self.plan not in PLANS:
+            raise UsageError(f"bad --plan {self.plan!r}: use {', '.join(PLANS[:-1])} or {PLANS[-1]}")
         if self.sharing not in ("all", "none", "weaveshare"):
             raise UsageError(f"bad --sharing {self.sharing!r}: use all, none or weaveshare")
         if self.input_format not in (None, "csv", "parquet", "json"):

@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from spanning.aggregates import parse_aggregate
-from spanning.app.jobspec import RunConfig, UsageError, parse_duration
+from spanning.app.jobspec import PLANS, RunConfig, UsageError, parse_duration
 
 SPARK_NEEDED = "the Spark engine needs pyspark ({}): pip install 'spanning[spark]'"
 
@@ -68,7 +68,7 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format")
     p.add_argument("--engine", default="spark", choices=["spark", "local"], help="spark (default) or local (pandas)")
     p.add_argument("--master", help="Spark master URL (default: what spark-submit sets, else local[*])")
-    p.add_argument("--plan", default="auto", choices=["auto", "explode", "range", "dyadic", "python"],
+    p.add_argument("--plan", default="auto", choices=PLANS,
                    help="Spark: how built-in aggregates are computed: auto (default: by the aggregates and the "
                    "windows per event), explode, range or dyadic (in the JVM), python (mapInPandas)")  # fmt: skip
     p.add_argument("--partitions", type=int, help="Spark partitions for the per-key stage (default: 2 per core)")
