@@ -1,47 +1,91 @@
-"""The batch path over chunks: many keys per chunk, one key's state carried between chunks.
+"""The batch path over chunks: many keys per chunk, the state of keys that go on carried between chunks.
 
 ``reduce_chunk`` is the vectorised batch form of SE-Slicing (see ``spanning.engines.batch``) for a chunk of
-events of several keys. The first key may continue the stream of the previous chunk (``carried``, a
-``CarriedKey``: its clock, series start and the partials of its open windows) and the last key may go on
-in the next chunk (``carry_last``: its open windows are returned as the new ``CarriedKey`` instead of
-being released).
+events of several keys. Keys may continue their streams from earlier chunks (``carried``, an ``OpenKeys``:
+per key its clock, series start and the partials of its open windows), and keys may go on in later chunks
+(``carry``: their open windows come back as a new ``OpenKeys`` instead of being released).
 
 The keyed driver (``spanning.engines.keyed``) feeds chunks sorted by (key, end) - Arrow batches of a Spark
-partition - through it. It keeps the state of one key only, so a key with tens of millions of events streams
-in bounded memory, while the many small keys of a chunk are reduced together with array operations.
+partition - through it, carrying the last key only, so a key with tens of millions of events streams in
+bounded memory while the many small keys of a chunk are reduced together with array operations. The
+streaming job carries every key (``spanning.engines.open_windows``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns
+from spanning.aggregates.columns import no_columns
 from spanning.kernels.windows import WindowSpec
 
 __all__ = [
-    "CarriedKey",
+    "OpenKeys",
     "KeyedEvents",
     "ChunkResult",
     "reduce_chunk",
     "running_max",
     "batch_columns",
     "key_values",
-    "release_carried",
+    "release_open",
+    "runs",
 ]
 
 
 @dataclass
-class CarriedKey:
-    """The carried key state: a key whose stream goes on in the next chunk, with what its open windows need."""
+class OpenKeys:
+    """The carried key state of one or more keys, columnar: what their open windows need.
 
-    k0: int  # first window of its series
-    clock: int  # τ, the largest end seen
-    first_open: int  # oldest open window; partials[i][*][0] belongs to it
-    partials: list[tuple]  # per aggregate, partial arrays over windows first_open, first_open + 1, ...
+    Entry i goes on as group ``groups[i]`` of the chunk it is fed with. Its windows ``first_open`` ..
+    ``first_open + lengths[i] - 1`` are held, their partials concatenated entry after entry.
+    """
+
+    groups: np.ndarray  # chunk group each entry continues
+    k0: np.ndarray  # first window of each series
+    clock: np.ndarray  # τ, the largest end seen (or the clock a watermark advanced it to)
+    first_open: np.ndarray  # oldest window not released
+    lengths: np.ndarray  # windows held from first_open on
+    partials: list[tuple]  # per aggregate, partial arrays over the held windows, entry after entry
+
+    def __len__(self) -> int:
+        return len(self.k0)
+
+    def take(self, entries: np.ndarray) -> OpenKeys:
+        """The entries ``entries`` (positions), in that order."""
+        entries = np.asarray(entries, dtype=np.int64)
+        held = runs(_starts(self.lengths)[entries], self.lengths[entries])
+        return OpenKeys(self.groups[entries], self.k0[entries], self.clock[entries], self.first_open[entries],
+                        self.lengths[entries], [tuple(a[held] for a in p) for p in self.partials])  # fmt: skip
+
+    @staticmethod
+    def concat(parts: Sequence[OpenKeys]) -> OpenKeys:
+        """The entries of ``parts``, one after the other."""
+        def joined(name: str) -> np.ndarray:
+            return np.concatenate([getattr(p, name) for p in parts])
+
+        partials = [
+            tuple(np.concatenate(arrays) for arrays in zip(*(p.partials[i] for p in parts), strict=True))
+            for i in range(len(parts[0].partials))
+        ]  # fmt: skip
+        return OpenKeys(joined("groups"), joined("k0"), joined("clock"), joined("first_open"), joined("lengths"),
+                        partials)  # fmt: skip
+
+
+def runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every run i, run after run."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.repeat(np.asarray(starts, dtype=np.int64) - _starts(lengths), lengths) + np.arange(total)
+
+
+def _starts(lengths: np.ndarray) -> np.ndarray:
+    return np.cumsum(lengths) - lengths
 
 
 @dataclass
@@ -54,7 +98,7 @@ class ChunkResult:
     values: list  # per aggregate, one lowered array aligned with the windows
     late_rows: np.ndarray  # positions in the chunk
     windows_missed: np.ndarray
-    carried: CarriedKey | None
+    carried: OpenKeys | None
 
 
 @dataclass(frozen=True)
@@ -86,12 +130,16 @@ def reduce_chunk(
     aggregates: Sequence[Aggregate],
     events: KeyedEvents,
     cols: BatchColumns,
-    carried: CarriedKey | None = None,
-    carry_last: bool = False,
+    carried: OpenKeys | None = None,
+    carry: str = "none",
 ) -> ChunkResult:
     """Windows of a chunk of ``events`` of several keys, in arrival order, with the columns ``cols``.
 
-    ``carried`` continues key 0; ``carry_last`` keeps key n_groups-1 open (returned as ``result.carried``).
+    ``carried`` continues the groups it names (their clocks, series and open windows go on); a group may
+    have no event in the chunk when it is carried. ``carry`` keeps windows open instead of releasing them
+    at the chunk's end: for no group (``"none"``: each key's stream ends with the chunk), the last group
+    (``"last"``: a stream sorted by key), or every group (``"all"``: a stream whose keys go on, as in
+    ``spanning stream``). What is kept comes back as ``result.carried``.
     """
     s, o = spec.slide, spec.offset
     starts, ends, groups, n_groups = events.starts, events.ends, events.groups, events.n_groups
@@ -102,23 +150,27 @@ def reduce_chunk(
     else:
         np.maximum.at(final_clock, groups, ends)
     k0 = (events.series_start - o - spec.range) // s + 1  # first window ending after the series start
-    range_from = k0.copy()  # first window each key emits in this chunk
-    if carried is not None and n_groups:
-        in_first = groups == 0
-        clock = np.where(in_first, np.maximum(clock, carried.clock), clock)
-        final_clock[0] = max(final_clock[0], carried.clock)
-        k0[0] = carried.k0
-        range_from[0] = carried.first_open
+    range_from = k0.copy()  # first window each key emits (or holds) in this chunk
+    if carried is not None and len(carried):
+        g = carried.groups
+        carried_clock = np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64)
+        carried_clock[g] = carried.clock
+        if len(ends):  # the clock at each arrival goes on from the carried clock
+            clock = np.maximum(clock, _spread(carried_clock, groups))
+        final_clock = np.maximum(final_clock, carried_clock)
+        k0[g] = carried.k0
+        range_from[g] = carried.first_open
     k_last = (final_clock - o - 1) // s  # last window starting before the clock
     n_windows = np.maximum(k_last - range_from + 1, 0)
     base = np.cumsum(n_windows) - n_windows  # where each key's windows begin in the chunk's arrays
     total = int(n_windows.sum())
 
-    # each event's run of windows: overlapping, open when it arrives, in the series
+    # each event's run of windows: overlapping, open when it arrives (not released by the clock, nor held
+    # back by a flush: range_from), in the series (range_from >= k0)
     overlap_first = (starts - o - spec.range) // s + 1
     open_first = -((o + spec.range + spec.ttp - clock) // s)
     overlap_last = (ends - o - 1) // s
-    first = np.maximum(np.maximum(overlap_first, open_first), _spread(k0, groups))
+    first = np.maximum(np.maximum(overlap_first, open_first), _spread(range_from, groups))
     missed = np.clip(np.minimum(overlap_last + 1, first) - overlap_first, 0, None)
     active = first <= overlap_last
     shift = _spread(base - range_from, groups)
@@ -129,28 +181,23 @@ def reduce_chunk(
         active_cols = cols.subset(np.flatnonzero(active))
     partials = [agg.window_partials(active_cols, run_first, run_last, total) for agg in aggregates]
 
-    if carried is not None and n_groups and carried.partials:  # older partials of key 0 go first
-        m = len(carried.partials[0][0])
+    if carried is not None and len(carried) and carried.partials and carried.lengths.sum():
+        held = runs(base[carried.groups], carried.lengths)  # the carried windows, older events first
         for i, (agg, older) in enumerate(zip(aggregates, carried.partials, strict=True)):
-            merged = agg.merge(older, tuple(a[:m] for a in partials[i]))
-            partials[i] = tuple(np.concatenate([x, a[m:]]) for x, a in zip(merged, partials[i], strict=True))
+            merged = agg.merge(older, tuple(a[held] for a in partials[i]))
+            partials[i] = tuple(_with_values(a, held, m) for a, m in zip(partials[i], merged, strict=True))
 
     emit = np.ones(total, dtype=bool)
-    carry = None
-    if carry_last and n_groups:
-        g = n_groups - 1
-        first_open = max(int(k0[g]), int(-((o + spec.range + spec.ttp - final_clock[g]) // s)))
-        first_open = max(first_open, int(range_from[g]))
-        keep_from = base[g] + max(first_open - range_from[g], 0)
-        keep_to = base[g] + n_windows[g]
-        keep_to = max(keep_to, keep_from)
-        emit[keep_from:keep_to] = False
-        carry = CarriedKey(
-            int(k0[g]),
-            int(final_clock[g]),
-            first_open,
-            [tuple(a[keep_from:keep_to].copy() for a in p) for p in partials],
-        )
+    kept = None
+    if carry != "none" and n_groups:
+        g = np.arange(n_groups) if carry == "all" else np.array([n_groups - 1])
+        first_open = np.maximum(np.maximum(k0[g], -((o + spec.range + spec.ttp - final_clock[g]) // s)), range_from[g])
+        keep_from = base[g] + np.maximum(first_open - range_from[g], 0)
+        keep_to = np.maximum(base[g] + n_windows[g], keep_from)
+        keep = runs(keep_from, keep_to - keep_from)
+        emit[keep] = False
+        kept = OpenKeys(g, k0[g], final_clock[g], first_open, keep_to - keep_from,
+                        [tuple(a[keep] for a in p) for p in partials])  # fmt: skip
 
     group_of_window = np.repeat(np.arange(n_groups), n_windows)
     k = np.arange(total) - base[group_of_window] + range_from[group_of_window]
@@ -161,8 +208,15 @@ def reduce_chunk(
     late_rows = np.flatnonzero(missed > 0)
     window_start = k * s + o
     return ChunkResult(
-        group_of_window, window_start, window_start + spec.range, values, late_rows, missed[late_rows], carry
+        group_of_window, window_start, window_start + spec.range, values, late_rows, missed[late_rows], kept
     )
+
+
+def _with_values(array: np.ndarray, positions: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A copy of ``array`` with ``values`` at ``positions``, in the dtype both fit (as a concatenation takes)."""
+    out = array.astype(np.concatenate([array[:0], values[:0]]).dtype)  # always a copy
+    out[positions] = values
+    return out
 
 
 def _spread(per_key: np.ndarray, groups: np.ndarray) -> np.ndarray | np.integer:
@@ -170,18 +224,16 @@ def _spread(per_key: np.ndarray, groups: np.ndarray) -> np.ndarray | np.integer:
     return per_key[0] if len(per_key) == 1 else per_key[groups]
 
 
-def release_carried(spec: WindowSpec, aggregates: Sequence[Aggregate], key: CarriedKey) -> tuple:
-    """End of stream for a carried key: release its windows that start before its clock (flush)."""
-    s, o = spec.slide, spec.offset
-    n = max((key.clock - o - 1) // s - key.first_open + 1, 0)
-    have = len(key.partials[0][0]) if key.partials else 0
-    values = []
-    for agg, p in zip(aggregates, key.partials, strict=True):
-        if have < n:  # windows no event reached yet
-            p = tuple(np.concatenate([a, e]) for a, e in zip(p, agg.identity_partials(n - have), strict=True))
-        values.append(agg.lower_partials(tuple(a[:n] for a in p)))
-    window_start = (key.first_open + np.arange(n)) * s + o
-    return window_start, window_start + spec.range, values
+def release_open(spec: WindowSpec, aggregates: Sequence[Aggregate], open_keys: OpenKeys) -> ChunkResult:
+    """End of stream for carried keys (``flush``): release their windows that start before their clocks.
+
+    ``result.window_group`` indexes the entries of ``open_keys``.
+    """
+    n = len(open_keys)
+    none = np.zeros(0, dtype=np.int64)
+    events = KeyedEvents(none, none, none, n, np.zeros(n, dtype=np.int64))
+    entries = replace(open_keys, groups=np.arange(n))
+    return reduce_chunk(spec, aggregates, events, no_columns(), entries)
 
 
 def batch_columns(

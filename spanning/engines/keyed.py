@@ -8,7 +8,7 @@ key state) until the next batch shows whether that key goes on. Memory stays bou
 windows, whatever the key sizes. Two engines fit it:
 
 * ``VectorisedKeys``: the vectorised batch form of SE-Slicing (``spanning.engines.chunks.reduce_chunk``),
-  many keys of a batch reduced together; the carried state is a ``CarriedKey``;
+  many keys of a batch reduced together; the carried state is an ``OpenKeys`` of one key;
 * ``PerEventKeys``: one per-event ``Engine`` (any technique) or ``SharedPlan`` (several window specs)
   per key; the carried state is that engine.
 
@@ -19,19 +19,13 @@ faces (``SortedStreamAggregator``, ``SortedEngineStream``) that each Spark parti
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from spanning.aggregates import Aggregate, is_null
-from spanning.engines.chunks import (
-    CarriedKey,
-    ChunkResult,
-    KeyedEvents,
-    reduce_chunk,
-    release_carried,
-)
+from spanning.engines.chunks import ChunkResult, KeyedEvents, OpenKeys, reduce_chunk, release_open
 from spanning.engines.multi_window import MultiEngine
 from spanning.engines.params import Execution
 from spanning.kernels.windows import WindowSpec
@@ -161,16 +155,19 @@ class VectorisedKeys:
     def __init__(self, spec: WindowSpec, aggregates: Sequence[Aggregate]) -> None:
         self.spec, self.aggregates = spec, list(aggregates)
 
-    def run(self, batch: KeyedBatch, carried: CarriedKey | None) -> tuple[ChunkResult, CarriedKey | None]:
+    def run(self, batch: KeyedBatch, carried: OpenKeys | None) -> tuple[ChunkResult, OpenKeys | None]:
         series_start = batch.series_start
         if series_start is None:  # each key's series starts at its first event
             series_start = batch.starts[np.flatnonzero(np.r_[True, batch.groups[1:] != batch.groups[:-1]])]
         events = KeyedEvents(batch.starts, batch.ends, batch.groups, len(batch.run_keys), series_start)
-        result = reduce_chunk(self.spec, self.aggregates, events, batch.values, carried, carry_last=True)
+        if carried is not None:  # the carried key goes on as the batch's first key
+            carried = replace(carried, groups=np.zeros(1, dtype=np.int64))
+        result = reduce_chunk(self.spec, self.aggregates, events, batch.values, carried, carry="last")
         return result, result.carried
 
-    def release(self, key: Any, state: CarriedKey) -> tuple:
-        return (key, *release_carried(self.spec, self.aggregates, state))
+    def release(self, key: Any, state: OpenKeys) -> tuple:
+        released = release_open(self.spec, self.aggregates, state)
+        return key, released.window_start, released.window_end, released.values
 
 
 class PerEventKeys:
