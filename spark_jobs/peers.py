@@ -20,7 +20,7 @@ import pandas as pd
 from pyspark.sql import functions as F
 
 from spanning.app.cdr import generate_cdr
-from spanning.app.jobspec import RunConfig
+from spanning.app.jobspec import EventFields, InputFiles, RunConfig, SparkOptions, WindowQuery
 from spark_jobs.prepare import END, START
 from spark_jobs.run import compute
 from spark_jobs.session import get_session
@@ -34,8 +34,8 @@ SQL_AGGS = {"count": "count(*) AS count", "sum:bytes": "sum(bytes) AS sum_bytes"
 
 def sql_query(view: str, cfg: RunConfig, start: str = START, end: str = END) -> str:
     """The query a user writes: explode each call into the windows it overlaps, then group by cell and window."""
-    w, s, o = cfg.range, cfg.slide, cfg.offset
-    aggregates = ", ".join(SQL_AGGS[a] for a in cfg.aggregates)
+    w, s, o = cfg.query.range, cfg.query.slide, cfg.query.offset
+    aggregates = ", ".join(SQL_AGGS[a] for a in cfg.query.aggregates)
     return f"""
         SELECT cell, k * {s} + {o} AS window_start, k * {s} + {o} + {w} AS window_end, {aggregates}
         FROM (
@@ -81,8 +81,9 @@ def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print
     records, agreement = [], {}
     for range_, slide in shapes:
         for agg_name, aggs in (agg_sets or AGG_SETS).items():
-            cfg = RunConfig(inputs=[path], range=range_, slide=slide, ttp=ttp, start="start", end="end",
-                            keys=["cell"], aggregates=aggs, plan="auto")  # fmt: skip
+            query = WindowQuery(range_, slide, ttp, aggregates=aggs)
+            cfg = RunConfig(InputFiles([path]), EventFields("start", "end", keys=["cell"]), query,
+                            spark=SparkOptions(plan="auto"))  # fmt: skip
             computed = compute(spark, cfg)
             job, choices = computed.windows, computed.choices
             sql = spark.sql(sql_query(raw, cfg, "s", "e"))

@@ -57,16 +57,16 @@ class Choice:
 
 def jvm_aggregates(cfg: RunConfig) -> bool:
     """Whether the JVM plans compute every aggregate of ``cfg``: those equal to a SQL aggregate function."""
-    return all(parse_aggregate(a).capabilities.sql is not None for a in cfg.aggregates)
+    return all(parse_aggregate(a).capabilities.sql is not None for a in cfg.query.aggregates)
 
 
 def python_only(cfg: RunConfig) -> str | None:
     """Why a query needs the Python plan, or None."""
-    if not has_batch_form(cfg.technique):  # the JVM plans are SE-Slicing's batch form
-        return f"--technique {cfg.technique} runs the paper's per-event algorithm in Python"
-    if cfg.swag is not None:
+    if not has_batch_form(cfg.execution.technique):  # the JVM plans are SE-Slicing's batch form
+        return f"--technique {cfg.execution.technique} runs the paper's per-event algorithm in Python"
+    if cfg.execution.swag is not None:
         return "--swag aggregates point events through a FIFO SWAG in Python"
-    if cfg.empty_windows == "emit":
+    if cfg.query.empty_windows == "emit":
         return "--empty-windows emit is written by the Python plan"
     if not jvm_aggregates(cfg):
         return "an aggregate other than count, sum, mean, min and max"
@@ -75,19 +75,19 @@ def python_only(cfg: RunConfig) -> str | None:
 
 def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | None) -> Choice:
     """The plan for ``cfg``: ``--plan`` if given, else by the aggregates and the windows per event."""
-    needs_python = python_only(cfg)
-    if cfg.plan == "python":
+    needs_python, plan = python_only(cfg), cfg.spark.plan
+    if plan == "python":
         return Choice("python", "--plan python")
-    rangeable = all(_range_kind(prepared, a) for a in prepared.aggregates(cfg).values())
+    rangeable = all(_range_kind(prepared, a) for a in prepared.aggregates(cfg.query).values())
     per_event = windows_per_event(cfg, sample) if sample is not None and not needs_python else None
     many = per_event is not None and per_event >= KEY_IDS_FROM
-    if cfg.plan != "auto":
+    if plan != "auto":
         if needs_python:
-            raise UsageError(f"--plan {cfg.plan} cannot run this query: {needs_python}; use --plan python or auto")
-        if cfg.plan == "range" and not rangeable:
+            raise UsageError(f"--plan {plan} cannot run this query: {needs_python}; use --plan python or auto")
+        if plan == "range" and not rangeable:
             raise UsageError("--plan range covers count, count:col and sums or means of integer columns: "
                              "use dyadic or explode")  # fmt: skip
-        return Choice(cfg.plan, f"--plan {cfg.plan}", per_event, cfg.plan != "explode" or many)
+        return Choice(plan, f"--plan {plan}", per_event, plan != "explode" or many)
     if needs_python:
         return Choice("python", needs_python)
     if per_event is None:
@@ -109,12 +109,12 @@ def windows_per_event(cfg: RunConfig, sample: DataFrame) -> float:
 
 def _first_overlapped(cfg: RunConfig) -> str:
     """The first window an event [l, u) overlaps: the first one ending after l."""
-    return f"({_floordiv(f'{START} - {cfg.offset} - {cfg.range}', cfg.slide)} + 1)"
+    return f"({_floordiv(f'{START} - {cfg.query.offset} - {cfg.query.range}', cfg.query.slide)} + 1)"
 
 
 def _last_overlapped(cfg: RunConfig) -> str:
     """The last window an event overlaps: the last one starting before u (a point event is [l, l + 1))."""
-    return _floordiv(f"greatest({END}, {START} + 1) - {cfg.offset} - 1", cfg.slide)
+    return _floordiv(f"greatest({END}, {START} + 1) - {cfg.query.offset} - 1", cfg.query.slide)
 
 
 def _floordiv(x: str, y: int) -> str:
@@ -137,7 +137,7 @@ def window_runs(rows: DataFrame, cfg: RunConfig, keys: list[str], series_start: 
     if series_start == "first":  # the start of each key's first event in end order, as a stream has it
         by_key = Window.partitionBy(*[quoted(k) for k in keys]) if keys else Window.partitionBy(F.lit(0))
         rows = rows.withColumn(SERIES, F.min_by(F.col(START), F.struct(END, SEQ)).over(by_key))
-    s, o, w, d = cfg.slide, cfg.offset, cfg.range, cfg.ttp
+    s, o, w, d = cfg.query.slide, cfg.query.offset, cfg.query.range, cfg.query.ttp
     overlap_first = _first_overlapped(cfg)
     open_first = f"(-{_floordiv(f'{o + w + d} - {END}', s)})"
     # from the key's earliest start, the series never begins after an event's first window: no per-key pass
@@ -196,7 +196,7 @@ def jvm_window_job(
         )
     group = [KEY_ID] if ids is not None else keys
     runs = window_runs(events, cfg, group, series_start)
-    outputs = {**prepared.aggregates(cfg), EVENTS_COLUMN: "count"}
+    outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     active = runs.where(F.col(A) <= F.col(B))
     build = {"range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode}[plan]
     windows = build(active, prepared, group, outputs)
@@ -204,11 +204,11 @@ def jvm_window_job(
         windows = windows.join(F.broadcast(ids), KEY_ID).select(
             *[F.col(f"_key{i}").alias(k) for i, k in enumerate(keys)], K, *[quoted(name) for name in outputs]
         )
-    start = F.col(K) * cfg.slide + cfg.offset
+    start = F.col(K) * cfg.query.slide + cfg.query.offset
     windows = windows.select(
         *[quoted(k) for k in keys],
         start.alias("window_start"),
-        (start + cfg.range).alias("window_end"),
+        (start + cfg.query.range).alias("window_end"),
         *[quoted(name) for name in outputs],
         F.lit(None).cast("long").alias(LATE_SEQ),
         F.lit(None).cast("long").alias(MISSED),

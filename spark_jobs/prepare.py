@@ -9,9 +9,9 @@ the query uses).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
@@ -19,7 +19,16 @@ from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
 from spanning.app.files import Inputs, input_files
-from spanning.app.jobspec import CORRUPT_RECORD, REASONS, RunConfig, UsageError, key_column, value_column, with_columns
+from spanning.app.jobspec import (
+    CORRUPT_RECORD,
+    REASONS,
+    RunConfig,
+    UsageError,
+    WindowQuery,
+    key_column,
+    value_column,
+    with_columns,
+)
 from spanning.app.reader import TIME_LIMIT, ColumnStats, column_kind, java_pattern, time_kinds
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
@@ -56,7 +65,7 @@ def read_input(spark: SparkSession, inputs: Inputs) -> DataFrame:
     return reader.json(files)
 
 
-@dataclass
+@dataclasses.dataclass
 class Prepared:
     """Rows with their reason, plus what the window job needs to know about the columns."""
 
@@ -67,12 +76,14 @@ class Prepared:
     result_types: dict[str, T.DataType]  # internal non-numeric columns read by arg-aggregates
     original_columns: list[str]
     values: dict[str, str]  # input column -> internal name
-    columnar: bool = False  # read from Parquet: scanning again is cheaper than caching
-    input_bytes: int | None = None  # the size of the input files, where they are local
+    # set by ``load`` from the files (not constructor parameters): read from Parquet, where scanning again is
+    # cheaper than caching; the size of the input files, where they are local
+    columnar: bool = dataclasses.field(default=False, init=False)
+    input_bytes: int | None = dataclasses.field(default=None, init=False)
 
-    def aggregates(self, cfg: RunConfig) -> dict[str, str]:
-        """Output name -> aggregate spec over the internal column names."""
-        return {name: with_columns(spec, self.values) for name, spec in cfg.aggregate_columns.items()}
+    def aggregates(self, query: WindowQuery) -> dict[str, str]:
+        """Output name -> aggregate spec of ``query`` over the internal column names."""
+        return {name: with_columns(spec, self.values) for name, spec in query.aggregate_columns.items()}
 
 
 def _expression(frame: DataFrame, text: str, what: str) -> tuple[Column, T.DataType, str]:
@@ -188,65 +199,72 @@ def _plain(column: Column, dtype: T.DataType, kind: str) -> Column:
     return column
 
 
-def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False) -> Prepared:
-    """Add ``_seq``, ``_start``, ``_end``, keys, engine-ready values and ``reason`` to the input rows."""
+def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds_from: DataFrame | None = None) -> Prepared:
+    """Add ``_seq``, ``_start``, ``_end``, keys, engine-ready values and ``reason`` to the input rows.
+
+    The kinds of text columns (epoch numbers or date-times, integers or decimals) come from counts over
+    ``frame``, or over ``kinds_from`` (rows of the same schema: a stream's files already there) when
+    ``frame`` is a stream, which no count can read.
+    """
+    probe = frame if kinds_from is None else kinds_from
+    fields, query = cfg.events, cfg.query
     original = list(frame.columns)
     raw = {}  # counts of CSV columns as read: also the kinds of the time and value columns that stay text
     if csv:  # CSV text: columns of plain integers become long (nothing lost), the others stay text
-        roles = {cfg.start, cfg.end, cfg.duration, *cfg.numeric_columns}
-        raw = stats = _text_stats(frame, {name: quoted(name) for name in original}, roles)
-        frame = frame.select(*[_plain(quoted(n), T.StringType(), column_kind("plain", stats[n])).alias(n)
-                               for n in original])  # fmt: skip
-    start, start_type, _ = _expression(frame, cfg.start, "start")
+        roles = {fields.start, fields.end, fields.duration, *query.numeric_columns}
+        raw = stats = _text_stats(probe, {name: quoted(name) for name in original}, roles)
+        typed = [_plain(quoted(n), T.StringType(), column_kind("plain", stats[n])).alias(n) for n in original]
+        frame, probe = frame.select(*typed), probe.select(*typed)
+    start, start_type, _ = _expression(frame, fields.start, "start")
     end = duration = None
-    if cfg.duration is not None:
-        duration, duration_type, _ = _expression(frame, cfg.duration, "duration")
+    if fields.duration is not None:
+        duration, duration_type, _ = _expression(frame, fields.duration, "duration")
         if not isinstance(duration_type, (T.NumericType, T.StringType)):
             raise UsageError(f"--duration must be a number of chronons, not {duration_type.simpleString()}")
-    elif not cfg.point_events:
-        end, end_type, _ = _expression(frame, cfg.end, "end")
+    elif not fields.point_events:
+        end, end_type, _ = _expression(frame, fields.end, "end")
     keys, key_exprs = [], []
-    for i, text in enumerate(cfg.keys):
+    for i, text in enumerate(fields.keys):
         column, dtype, name = _expression(frame, text, "key")
         keys.append(name if name not in (SEQ, START, END) else f"key_{i}")
         key_exprs.append((column, dtype))
     if len(set(keys)) != len(keys):
         raise UsageError("two --key expressions have the same name: rename one with 'expr AS name'")
-    missing = [name for name in cfg.value_columns if name not in frame.columns]
+    missing = [name for name in query.value_columns if name not in frame.columns]
     if missing:
         raise UsageError(f"unknown column {missing[0]!r} in --agg: the columns are {', '.join(original)}")
 
     # counts over the text columns whose kind depends on their values (CSV columns have theirs already)
     text = {}
     if isinstance(start_type, T.StringType):
-        text["start"] = (cfg.start, start)
+        text["start"] = (fields.start, start)
     if end is not None and isinstance(end_type, T.StringType):
-        text["end"] = (cfg.end, end)
-    for name in cfg.numeric_columns:
+        text["end"] = (fields.end, end)
+    for name in query.numeric_columns:
         if isinstance(frame.schema[name].dataType, T.StringType):
             text[f"value {name}"] = (name, quoted(name))
     stats = {label: raw[name] for label, (name, _) in text.items() if name in raw}
-    stats.update(_text_stats(frame, {label: column for label, (name, column) in text.items() if name not in raw}))
+    stats.update(_text_stats(probe, {label: column for label, (name, column) in text.items() if name not in raw}))
 
     kind = time_kinds(
         _time_kind(start_type, stats.get("start")), None if end is None else _time_kind(end_type, stats.get("end"))
     )
-    start_value, start_fraction = _chronons(start, start_type, kind, cfg.time_unit)
-    if cfg.point_events:
+    start_value, start_fraction = _chronons(start, start_type, kind, fields.time_unit)
+    if fields.point_events:
         end_value, end_fraction, end_missing = start_value, F.lit(False), F.lit(False)
     elif duration is not None:  # a number of chronons, read as a numeric time is
-        length, end_fraction = _chronons(duration, duration_type, "number", cfg.time_unit)
+        length, end_fraction = _chronons(duration, duration_type, "number", fields.time_unit)
         end_value, end_missing = start_value + length, length.isNull()
     else:
-        end_value, end_fraction = _chronons(end, end_type, kind, cfg.time_unit)
+        end_value, end_fraction = _chronons(end, end_type, kind, fields.time_unit)
         end_missing = end_value.isNull()
 
-    values = {name: value_column(i) for i, name in enumerate(cfg.value_columns)}
+    values = {name: value_column(i) for i, name in enumerate(query.value_columns)}
     value_types, result_types, value_exprs, reasons = {}, {}, [], []
     for name, internal in values.items():
         dtype = frame.schema[name].dataType
         label = f"value {name}"
-        if name in cfg.numeric_columns:
+        if name in query.numeric_columns:
             kind_of = column_kind("value", stats[label]) if label in stats else None
             value, value_types[internal], present, checks = _value(quoted(name), dtype, kind_of, name)
             reasons += checks
@@ -264,13 +282,17 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False) -> Prepared:
         reason = reason.when(quoted(CORRUPT_RECORD).isNotNull(), REASONS["json"])
     reason = (
         reason.when(start_value.isNull(), REASONS["start"])
-        .when(end_missing, REASONS["duration"] if cfg.duration is not None else REASONS["end"])
+        .when(end_missing, REASONS["duration"] if fields.duration is not None else REASONS["end"])
         .when(start_fraction | end_fraction, REASONS["fraction"])
         .when(end_value < start_value, REASONS["order"])
     )
     for condition, text_reason in reasons:
         reason = reason.when(condition, text_reason)
-    frame = frame.withColumn(SEQ, F.monotonically_increasing_id())  # arrival number, after user expressions
+    if frame.isStreaming:  # no row numbers in a stream: a hash of the row breaks ties of equal ends, the same on replay
+        seq = F.xxhash64(*[quoted(c) for c in original])
+    else:
+        seq = F.monotonically_increasing_id()  # arrival number, after user expressions
+    frame = frame.withColumn(SEQ, seq)
     rows = frame.select(
         *[quoted(c) for c in original],
         F.col(SEQ),
@@ -285,7 +307,7 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False) -> Prepared:
 
 def load(spark: SparkSession, cfg: RunConfig) -> Prepared:
     """Check the inputs, read them and prepare every row (the reader contract)."""
-    inputs = input_files(cfg.inputs, cfg.input_format, cfg.delimiter)
+    inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
     prepared = prepare(read_input(spark, inputs), cfg, csv=inputs.format == "csv")
     prepared.columnar = inputs.format == "parquet"
     if not any("://" in path for path in inputs.files):

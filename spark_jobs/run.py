@@ -30,7 +30,7 @@ SMALL_INPUT = 32 * 2**20  # local inputs below this many bytes take the explode 
 def to_time(column, cfg: RunConfig, is_timestamp: bool):
     if not is_timestamp:
         return column
-    return F.timestamp_millis(column) if cfg.time_unit == "ms" else F.timestamp_seconds(column)
+    return F.timestamp_millis(column) if cfg.events.time_unit == "ms" else F.timestamp_seconds(column)
 
 
 def _tag(label: str | None) -> list:
@@ -53,12 +53,14 @@ def compute(spark, cfg: RunConfig) -> Computed:
     prepared = load(spark, cfg)
     if not prepared.columnar:  # parsing text costs more than caching it; a Parquet scan costs less
         prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
-    if cfg.height == "auto":  # Table 4's cost model on the sizes of (a sample of) the events
+    query, execution = cfg.query, cfg.execution
+    if execution.height == "auto":  # Table 4's cost model on the sizes of (a sample of) the events
         keys = [quoted(k) for k in prepared.keys]
         sample = events(prepared, "first").select(START, END, *keys).limit(HEIGHT_SAMPLE).toPandas()
         groups = sample.groupby(prepared.keys, sort=False, dropna=False).ngroup().to_numpy() if keys else None
-        cfg.height = resolve_height("auto", cfg.technique, cfg.spec, (sample[START], sample[END], groups))
-    specs = [replace(cfg, windows=[], range=s.range, slide=s.slide) for s in cfg.specs] if cfg.windows else [cfg]
+        height = resolve_height("auto", execution.technique, query.spec, (sample[START], sample[END], groups))
+        cfg.execution = execution.with_height(height)  # summary.json tells the height measured
+    specs = [replace(cfg, query=query.one_window(s)) for s in query.specs] if query.windows else [cfg]
     small = prepared.input_bytes is not None and prepared.input_bytes < SMALL_INPUT  # no pass to measure it
     measured = events(prepared, "first").select(START, END).limit(PLAN_SAMPLE)
     choices = [choose_plan(spec, prepared, None if small or python_only(cfg) else measured) for spec in specs]
@@ -69,21 +71,21 @@ def compute(spark, cfg: RunConfig) -> Computed:
 
     def window_part(spec: RunConfig, choice: Choice) -> DataFrame:
         if choice.plan == "python":
-            return window_job(events(prepared, cfg.series_start, observe), prepared, spec,
-                              series_start=cfg.series_start != "first")  # fmt: skip
+            return window_job(events(prepared, query.series_start, observe), prepared, spec,
+                              series_start=query.series_start != "first")  # fmt: skip
         # the JVM plans need no per-key series start from the earliest start (spark_jobs.plans.window_runs)
-        rows = events(prepared, "first" if cfg.series_start == "earliest" else cfg.series_start, observe)
-        return jvm_window_job(rows, prepared, spec, choice.plan, str(cfg.series_start),
+        rows = events(prepared, "first" if query.series_start == "earliest" else query.series_start, observe)
+        return jvm_window_job(rows, prepared, spec, choice.plan, str(query.series_start),
                               ids if choice.key_ids else None, with_late=False)  # fmt: skip
 
     parts = [window_part(spec, choice) for spec, choice in zip(specs, choices, strict=True)]
-    labels = window_labels(cfg.specs) if cfg.windows else [None] * len(specs)
-    tag = [F.col("window")] if cfg.windows else []
-    if cfg.windows:  # several specs: one job each (the batch plans share nothing), tagged and unioned
+    labels = window_labels(query.specs) if query.windows else [None] * len(specs)
+    tag = [F.col("window")] if query.windows else []
+    if query.windows:  # several specs: one job each (the batch plans share nothing), tagged and unioned
         parts = [p.withColumn("window", F.lit(label)) for p, label in zip(parts, labels, strict=True)]
     out = functools.reduce(lambda a, b: a.unionByName(b), parts)
     late_parts = [  # the JVM plans' late rows come from the rows themselves
-        late_rows(prepared, spec, str(cfg.series_start)).select(*as_read(prepared), *_tag(label), "windows_missed")
+        late_rows(prepared, spec, str(query.series_start)).select(*as_read(prepared), *_tag(label), "windows_missed")
         for spec, choice, label in zip(specs, choices, labels, strict=True)
         if choice.plan != "python"
     ]
@@ -94,14 +96,14 @@ def compute(spark, cfg: RunConfig) -> Computed:
             prepared.rows.join(late_ids, SEQ).select(*as_read(prepared), *tag, F.col(MISSED).alias("windows_missed"))
         )
     windows = out.where(F.col(LATE_SEQ).isNull())
-    if cfg.empty_windows == "skip":
+    if query.empty_windows == "skip":
         windows = windows.where(F.col(EVENTS_COLUMN) > 0)
     windows = windows.select(
         *[quoted(k) for k in prepared.keys],
         *tag,
         to_time(F.col("window_start"), cfg, prepared.time_is_timestamp).alias("window_start"),
         to_time(F.col("window_end"), cfg, prepared.time_is_timestamp).alias("window_end"),
-        *[quoted(name) for name in cfg.aggregate_columns],
+        *[quoted(name) for name in query.aggregate_columns],
     )
     late = functools.reduce(lambda a, b: a.unionByName(b), late_parts)
     rejected = prepared.rows
@@ -122,7 +124,7 @@ def write(frame: DataFrame, path: str, fmt: str) -> None:
 def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     """Run the job and write its outputs; returns the summary."""
     began = time.perf_counter()
-    spark = get_session(cfg.master, cfg.timezone, verbose, cfg.partitions)
+    spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
     job = compute(spark, cfg)  # user mistakes show here, before any output
     with output_folder(cfg) as output:
         written = {}
@@ -132,7 +134,7 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
                 frame = frame.limit(0)  # counted while windowing: none, so no pass over the input for them
             observed = Observation(name)  # counted while written: no second pass over the output
             try:
-                write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name), cfg.format)
+                write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name), cfg.output.format)
             except Exception as err:  # an overflowing sum stops a JVM plan with raise_error: the same error as Python
                 overflow = re.search(r"integer sum of column '(.+?)' exceeds the 64-bit range", str(err))
                 if overflow is None:

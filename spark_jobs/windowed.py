@@ -39,7 +39,7 @@ def result_type(spec: str, prepared: Prepared) -> T.DataType:
 def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_start: bool) -> DataFrame:
     """Windows and late events of ``events`` (see ``spark_jobs.prepare.events``)."""
     keys = prepared.keys
-    outputs = {**prepared.aggregates(cfg), EVENTS_COLUMN: "count"}
+    outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     key_fields = [events.schema[k] for k in keys]
     schema = T.StructType(
         [
@@ -51,10 +51,10 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
             T.StructField(MISSED, T.LongType(), True),
         ]
     )
-    spec, names, specs = cfg.spec, list(outputs), list(outputs.values())
+    spec, names, specs = cfg.query.spec, list(outputs), list(outputs.values())
     column_order = [f.name for f in schema.fields]
     object_columns = [f.name for f in schema.fields if not isinstance(f.dataType, T.NumericType)]
-    skip_empty = cfg.empty_windows == "skip"
+    skip_empty = cfg.query.empty_windows == "skip"
     execution = cfg.execution
     input_names = {v: c for c, v in prepared.values.items()}
 
@@ -63,11 +63,12 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
 
         from spanning.engines.engine import build_aggregates
         from spanning.engines.keyed import vectorised_path
+        from spanning.engines.params import ChunkColumns
         from spanning.engines.streams import SortedEngineStream, SortedStreamAggregator
 
         _, aggs = build_aggregates(dict(zip(names, specs, strict=True)))
-        common = dict(start=START, end=END, seq=SEQ, series_start=SERIES if series_start else None,
-                      valid_column=valid_column)  # fmt: skip
+        common = dict(series_start=SERIES if series_start else None,
+                      columns=ChunkColumns(start=START, end=END, seq=SEQ, valid=valid_column))  # fmt: skip
         if vectorised_path(execution, aggs):
             stream = SortedStreamAggregator(spec, aggs, names, keys, **common)
         else:
@@ -103,7 +104,7 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
             raise user_errors(err, input_names) from None
 
     key_cols = [quoted(k) for k in keys]
-    if not (series_start and cfg.series_start == "earliest" and keys):  # else the Window already partitioned by key
+    if not (series_start and cfg.query.series_start == "earliest" and keys):  # else the Window partitioned by key
         events = events.repartition(*key_cols) if keys else events.repartition(1)
     ordered = events.sortWithinPartitions(*key_cols, F.col(END), F.col(SEQ))
     return ordered.mapInPandas(process, schema)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spanning.app.cdr import generate_cdr
+from spanning.app.cdr import CallMix, generate_cdr
 from spanning.cli import main
 from spark_jobs.session import ENGINE_PACKAGES, ENGINE_ZIP, engine_zip
 from tests.test_spark_job import AGGS, assert_frames_match, read_output
@@ -86,7 +86,8 @@ def test_engine_zip_holds_every_package_the_executors_import_built_once():
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cdr") / "cdr.csv"
-    generate_cdr(2500, seed=5, cells=12, subscribers=300, bad_share=0.03, days=0.5).to_csv(path, index=False)
+    calls = generate_cdr(2500, seed=5, cells=12, subscribers=300, days=0.5, mix=CallMix(bad_share=0.03))
+    calls.to_csv(path, index=False)
     return path
 
 

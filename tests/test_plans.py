@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
+from spanning.app.jobspec import EVENTS_COLUMN, EventFields, InputFiles, RunConfig, WindowQuery
 from tests.oracle import oracle
 
 RANGE_AGGS = ["count", "count:v", "sum:v", "mean:v"]
@@ -72,14 +72,15 @@ def _plan_output(spark, tmp_path, frame, window, ttp, series, aggs, plan, ids=Tr
     path = tmp_path / "calls.parquet"
     if not path.exists():
         frame.astype({"v": "Int64", "f": "Float64"}).to_parquet(path, index=False)
-    cfg = RunConfig(inputs=[str(path)], range=window[0], slide=window[1], ttp=ttp, start="start", end="end",
-                    keys=["cell"], aggregates=aggs, series_start=series, engine="spark")  # fmt: skip
+    query = WindowQuery(window[0], window[1], ttp, aggregates=aggs, series_start=series)
+    cfg = RunConfig(InputFiles([str(path)]), EventFields("start", "end", keys=["cell"]), query, engine="spark")
     prepared = load(spark, cfg)
+    begin = query.series_start  # checked: "earliest", "first" or an int
     if plan == "python":
-        out = window_job(events(prepared, cfg.series_start), prepared, cfg, series_start=cfg.series_start != "first")
+        out = window_job(events(prepared, begin), prepared, cfg, series_start=begin != "first")
     else:  # as the job hands them over: from the earliest start, no per-key series column
-        rows = events(prepared, "first" if cfg.series_start == "earliest" else cfg.series_start)
-        out = jvm_window_job(rows, prepared, cfg, plan, str(cfg.series_start), key_ids(rows, ["cell"]) if ids else None)
+        rows = events(prepared, "first" if begin == "earliest" else begin)
+        out = jvm_window_job(rows, prepared, cfg, plan, str(begin), key_ids(rows, ["cell"]) if ids else None)
     result = out.toPandas()
     seq_to_id = dict(prepared.rows.select("_seq", "id").toPandas().itertuples(index=False))
     names = [a.replace(":", "_") for a in aggs]

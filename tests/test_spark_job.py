@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import spanning
-from spanning.app.cdr import generate_cdr
+from spanning.app.cdr import CallMix, generate_cdr
 from spanning.app.jobspec import RunConfig
 from spanning.app.local_run import run_local
 from spanning.cli import main
@@ -85,14 +85,17 @@ def sample_events(csv: Path) -> tuple[pd.DataFrame, set]:
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cdr") / "cdr.csv"
-    generate_cdr(2500, seed=5, cells=12, subscribers=300, bad_share=0.03, days=0.5).to_csv(path, index=False)
+    calls = generate_cdr(2500, seed=5, cells=12, subscribers=300, days=0.5, mix=CallMix(bad_share=0.03))
+    calls.to_csv(path, index=False)
     return path
 
 
 def config(inputs, output, **kw) -> RunConfig:
+    """A job from flat parameters, as summary.json lists them."""
     defaults = dict(range=900, slide=300, ttp=1800, start="start", end="end", keys=["cell"], aggregates=AGGS)
     defaults.update(kw)
-    return RunConfig(inputs=[str(i) for i in inputs], output=str(output), master="local[2]", **defaults)
+    return RunConfig.from_parameters(dict(inputs=[str(i) for i in inputs], output=str(output), master="local[2]",
+                                          **defaults))  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -12,20 +12,33 @@
 ['bytes', 'call_id', 'caller', 'cell', 'duration', 'end', 'start', 'type']
 >>> set(calls["type"]) == {"voice", "data", "sms"}
 True
+>>> "n/a" in set(generate_cdr(1000, seed=7, mix=CallMix(bad_share=0.05))["bytes"])  # a non-numeric value
+True
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-__all__ = ["generate_cdr"]
+__all__ = ["CallMix", "generate_cdr"]
 
 # relative call intensity per hour of day (0h .. 23h)
 DIURNAL = np.array(
     [0.15, 0.1, 0.07, 0.05, 0.05, 0.08, 0.2, 0.45, 0.75, 0.9, 1.0, 1.0,
      0.95, 0.9, 0.9, 0.9, 0.95, 1.0, 1.0, 0.95, 0.85, 0.7, 0.5, 0.3]
 )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CallMix:
+    """What the records are: shares of long data sessions and of SMS (the rest are voice calls), and of bad rows."""
+
+    data_share: float = 0.1
+    sms_share: float = 0.15
+    bad_share: float = 0.0  # unusable rows, for rejected/
 
 
 def generate_cdr(
@@ -36,11 +49,10 @@ def generate_cdr(
     subscribers: int = 5000,
     start: str = "2024-03-04",
     days: float = 1.0,
-    data_share: float = 0.1,
-    sms_share: float = 0.15,
-    bad_share: float = 0.0,
+    mix: CallMix = CallMix(),
 ) -> pd.DataFrame:
     """``rows`` CDRs as a DataFrame, times as ``YYYY-MM-DD HH:MM:SS`` strings, durations in seconds."""
+    data_share, sms_share, bad_share = mix.data_share, mix.sms_share, mix.bad_share
     rng = np.random.default_rng(seed)
     origin = pd.Timestamp(start).value // 10**9
     # diurnal arrival times: pick a day and an hour by intensity, then a uniform second in the hour

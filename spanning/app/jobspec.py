@@ -1,5 +1,14 @@
 """What a ``spanning run`` computes, independent of the engine (local pandas or Spark).
 
+``RunConfig`` groups what travels together: ``InputFiles`` (paths, format, delimiter), ``EventFields`` (start,
+end or duration, keys, point events, time unit, time zone), ``WindowQuery`` (range, slide, TTP, aggregates,
+offset, several windows, series start, empty windows), ``Execution`` (``spanning.engines.params``: technique,
+height, SWAG, sharing), ``OutputOptions``, the engine and ``SparkOptions``. Each group checks its own options;
+``parameters`` flattens them for summary.json (``PARAMETERS``: flat name -> group and field).
+
+>>> cfg = RunConfig(InputFiles(["calls.csv"]), EventFields("start", "end"), WindowQuery(900, 300, 7200))
+>>> cfg.query.spec.range, cfg.execution.technique, list(cfg.parameters())[:5]
+(900, 'se-slicing', ['inputs', 'range', 'slide', 'ttp', 'start'])
 >>> parse_duration("15m"), parse_duration("2h", "ms"), parse_duration("900")
 (900, 7200000, 900)
 >>> output_name("sum:bytes"), output_name("count"), output_name("argmax:duration:caller")
@@ -9,13 +18,25 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from spanning.aggregates import parse_aggregate
 from spanning.engines.params import Execution
 from spanning.kernels.windows import WindowSpec
 
-__all__ = ["RunConfig", "UsageError", "parse_duration", "output_name", "REASONS", "EVENTS_COLUMN"]
+__all__ = [
+    "RunConfig",
+    "InputFiles",
+    "EventFields",
+    "WindowQuery",
+    "OutputOptions",
+    "SparkOptions",
+    "UsageError",
+    "parse_duration",
+    "output_name",
+    "REASONS",
+    "EVENTS_COLUMN",
+]
 
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 CHRONON_MS = {"s": 1000, "ms": 1}
@@ -94,39 +115,62 @@ def output_name(spec: str) -> str:
     return spec.replace(":", "_")
 
 
-@dataclass
-class RunConfig:
-    """Everything ``spanning run`` needs, validated; the same for both engines."""
+def _one_of(option: str, value: object, allowed: tuple) -> None:
+    if value not in allowed:
+        raise UsageError(f"bad --{option} {value!r}: use {' or '.join(allowed)}")
 
-    inputs: list[str]
+
+@dataclass
+class InputFiles:
+    """The input files and how to read them (``spanning.app.files.input_files``)."""
+
+    paths: list[str]  # files, folders or globs
+    format: str | None = None  # csv, parquet or json when the extension does not tell (--input-format)
+    delimiter: str = ","  # CSV field separator
+
+    def __post_init__(self) -> None:
+        if not self.paths:
+            raise UsageError("no input given")
+        if self.format not in (None, "csv", "parquet", "json"):
+            raise UsageError(f"bad --input-format {self.format!r}: use csv, parquet or json")
+
+
+@dataclass
+class EventFields:
+    """Where an input row keeps its event, and how its times read (the reader contract, ``spanning.app.reader``)."""
+
+    start: str  # a column (local and Spark) or a Spark SQL expression
+    end: str | None = None
+    duration: str | None = None  # instead of end: a length in chronons
+    keys: list[str] = field(default_factory=list)
+    point_events: bool = False  # each row is the point [start, start + 1)
+    time_unit: str = "s"  # the chronon: s or ms
+    timezone: str = "UTC"  # of date-time text without a zone
+
+    def __post_init__(self) -> None:
+        if self.point_events:
+            if self.end or self.duration:
+                raise UsageError("--point-events uses --start only: drop --end/--duration")
+        elif (self.end is None) == (self.duration is None):
+            raise UsageError("give exactly one of --end and --duration (or --point-events)")
+        _one_of("time-unit", self.time_unit, ("s", "ms"))
+        from spanning.app.reader import check_timezone
+
+        check_timezone(self.timezone)
+
+
+@dataclass
+class WindowQuery:
+    """The windows and what they aggregate: durations in chronons, aggregate specs such as ``sum:bytes``."""
+
     range: int
     slide: int
     ttp: int
-    start: str
-    end: str | None = None
-    duration: str | None = None
-    keys: list[str] = field(default_factory=list)
     aggregates: list[str] = field(default_factory=lambda: ["count"])
-    technique: str = "se-slicing"
-    height: int | str = 1  # or "auto"
-    point_events: bool = False
-    swag: str | None = None  # with point_events: the FIFO SWAG of the final aggregation
-    output: str = "spanning-output"
-    format: str = "parquet"
-    engine: str = "spark"
-    master: str | None = None  # None: spark-submit's, else local[*]
-    time_unit: str = "s"
-    empty_windows: str = "skip"
-    overwrite: bool = False
-    input_format: str | None = None
-    series_start: str | int = "earliest"  # per key: earliest start in the data, first row's start, or a time
-    timezone: str = "UTC"
     offset: int = 0
-    partitions: int | None = None  # Spark shuffle partitions (default: 2 per core)
     windows: list[tuple[int, int]] = field(default_factory=list)  # several (range, slide): rows tagged "window"
-    sharing: str = "all"  # how several windows share slices on the per-event path: all, none, weaveshare
-    delimiter: str = ","  # CSV field separator
-    plan: str = "auto"  # Spark, one of PLANS: auto, explode, range, dyadic (JVM plans) or python (mapInPandas)
+    series_start: str | int = "earliest"  # per key: earliest start in the data, first row's start, or a time
+    empty_windows: str = "skip"  # or emit
 
     def __post_init__(self) -> None:
         try:
@@ -138,30 +182,7 @@ class RunConfig:
                 parse_aggregate(agg)
         except ValueError as err:
             raise UsageError(str(err)) from err
-        if not self.inputs:
-            raise UsageError("no input given")
-        if self.swag is not None and not self.point_events:
-            raise UsageError("--swag aggregates point events: give --point-events too")
-        if self.point_events:
-            if self.end or self.duration:
-                raise UsageError("--point-events uses --start only: drop --end/--duration")
-        elif (self.end is None) == (self.duration is None):
-            raise UsageError("give exactly one of --end and --duration (or --point-events)")
-        choices = {
-            "format": ("parquet", "csv"),
-            "engine": ("spark", "local"),
-            "empty_windows": ("skip", "emit"),
-            "time_unit": ("s", "ms"),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise UsageError(f"bad --{name.replace('_', '-')} {getattr(self, name)!r}: use {' or '.join(allowed)}")
-        if self.plan not in PLANS:
-            raise UsageError(f"bad --plan {self.plan!r}: use {', '.join(PLANS[:-1])} or {PLANS[-1]}")
-        if self.sharing not in ("all", "none", "weaveshare"):
-            raise UsageError(f"bad --sharing {self.sharing!r}: use all, none or weaveshare")
-        if self.input_format not in (None, "csv", "parquet", "json"):
-            raise UsageError(f"bad --input-format {self.input_format!r}: use csv, parquet or json")
+        _one_of("empty-windows", self.empty_windows, ("skip", "emit"))
         if self.series_start not in ("earliest", "first"):
             try:
                 self.series_start = int(self.series_start)
@@ -169,17 +190,13 @@ class RunConfig:
                 raise UsageError(
                     f"bad --series-start {self.series_start!r}: use earliest, first or a time in chronons"
                 ) from None
-        from spanning.app.reader import check_timezone
-
-        check_timezone(self.timezone)
         names = [output_name(a) for a in self.aggregates]
         if len(set(names)) != len(names):
             raise UsageError("an aggregate is given twice")
 
-    @property
-    def execution(self) -> Execution:
-        """How the windows are computed (technique, height, SWAG, sharing), as the engines take it."""
-        return Execution(self.technique, self.height, self.swag, self.sharing)
+    def one_window(self, spec: WindowSpec) -> WindowQuery:
+        """The same query over the one window spec ``spec`` (of ``specs``)."""
+        return replace(self, windows=[], range=spec.range, slide=spec.slide)
 
     @property
     def aggregate_columns(self) -> dict[str, str]:
@@ -195,9 +212,112 @@ class RunConfig:
     def numeric_columns(self) -> list[str]:
         return list(dict.fromkeys(c for a in self.aggregates for c in parse_aggregate(a).numeric_columns))
 
+
+@dataclass
+class OutputOptions:
+    """Where and how the outputs are written (``spanning.app.outputs``)."""
+
+    folder: str = "spanning-output"
+    format: str = "parquet"  # or csv
+    overwrite: bool = False  # replace a folder that spanning wrote, once the new output is complete
+
+    def __post_init__(self) -> None:
+        _one_of("format", self.format, ("parquet", "csv"))
+
+
+@dataclass
+class SparkOptions:
+    """What only the Spark engine reads."""
+
+    master: str | None = None  # None: spark-submit's, else local[*]
+    partitions: int | None = None  # shuffle partitions (default: 2 per core)
+    plan: str = "auto"  # one of PLANS: auto, explode, range, dyadic (JVM plans) or python (mapInPandas)
+
+    def __post_init__(self) -> None:
+        if self.plan not in PLANS:
+            raise UsageError(f"bad --plan {self.plan!r}: use {', '.join(PLANS[:-1])} or {PLANS[-1]}")
+
+
+# summary.json's "parameters": one flat name per option, in the order they have always been written
+PARAMETERS = {
+    "inputs": ("inputs", "paths"),
+    "range": ("query", "range"),
+    "slide": ("query", "slide"),
+    "ttp": ("query", "ttp"),
+    "start": ("events", "start"),
+    "end": ("events", "end"),
+    "duration": ("events", "duration"),
+    "keys": ("events", "keys"),
+    "aggregates": ("query", "aggregates"),
+    "technique": ("execution", "technique"),
+    "height": ("execution", "height"),
+    "point_events": ("events", "point_events"),
+    "swag": ("execution", "swag"),
+    "output": ("output", "folder"),
+    "format": ("output", "format"),
+    "engine": (None, "engine"),
+    "master": ("spark", "master"),
+    "time_unit": ("events", "time_unit"),
+    "empty_windows": ("query", "empty_windows"),
+    "overwrite": ("output", "overwrite"),
+    "input_format": ("inputs", "format"),
+    "series_start": ("query", "series_start"),
+    "timezone": ("events", "timezone"),
+    "offset": ("query", "offset"),
+    "partitions": ("spark", "partitions"),
+    "windows": ("query", "windows"),
+    "sharing": ("execution", "sharing"),
+    "delimiter": ("inputs", "delimiter"),
+    "plan": ("spark", "plan"),
+}
+
+
+@dataclass
+class RunConfig:
+    """Everything ``spanning run`` needs, validated; the same for both engines.
+
+    Each group checks its own options when it is made; ``RunConfig`` checks what involves two of them.
+    """
+
+    inputs: InputFiles
+    events: EventFields
+    query: WindowQuery
+    execution: Execution = field(default_factory=Execution)  # technique, height, SWAG, sharing
+    output: OutputOptions = field(default_factory=OutputOptions)
+    engine: str = "spark"  # or local
+    spark: SparkOptions = field(default_factory=SparkOptions)
+
+    def __post_init__(self) -> None:
+        if self.execution.swag is not None and not self.events.point_events:
+            raise UsageError("--swag aggregates point events: give --point-events too")
+        _one_of("engine", self.engine, ("spark", "local"))
+        if self.execution.sharing not in ("all", "none", "weaveshare"):
+            raise UsageError(f"bad --sharing {self.execution.sharing!r}: use all, none or weaveshare")
+
+    @classmethod
+    def from_parameters(cls, parameters: dict) -> RunConfig:
+        """The job of flat parameters as ``parameters`` gives them (summary.json); those left out take their defaults.
+
+        >>> cfg = RunConfig.from_parameters({"inputs": ["calls.csv"], "start": "s", "end": "e", "range": 900,
+        ...                                  "slide": 300, "ttp": 0, "plan": "range"})
+        >>> cfg.query.spec.range, cfg.spark.plan, RunConfig.from_parameters(cfg.parameters()) == cfg
+        (900, 'range', True)
+        """
+        unknown = sorted(set(parameters) - set(PARAMETERS))
+        if unknown:
+            raise TypeError(f"unknown parameters: {', '.join(unknown)}")
+        groups: dict[str | None, dict] = {}
+        for flat, value in parameters.items():
+            group, name = PARAMETERS[flat]
+            groups.setdefault(group, {})[name] = value
+        kinds = {"inputs": InputFiles, "events": EventFields, "query": WindowQuery, "execution": Execution,
+                 "output": OutputOptions, "spark": SparkOptions}  # fmt: skip
+        top = groups.pop(None, {})
+        return cls(**{group: kinds[group](**values) for group, values in groups.items()}, **top)
+
     def parameters(self) -> dict:
-        """The parameters as written to summary.json."""
-        params = asdict(self)
-        params.pop("spec", None)
-        params.pop("specs", None)
-        return params
+        """The parameters as written to summary.json: one flat dict, whatever the groups."""
+        groups = {name: asdict(getattr(self, name)) for name in ("inputs", "events", "query", "execution", "output",
+                                                                  "spark")}  # fmt: skip
+        return {flat: groups[group][name] if group else getattr(self, name)
+                for flat, (group, name) in PARAMETERS.items()}  # fmt: skip

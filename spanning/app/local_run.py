@@ -72,25 +72,25 @@ def _column(frame: pd.DataFrame, text: str, what: str) -> pd.Series:
 
 def prepare_local(cfg: RunConfig) -> Prepared:
     """Read the inputs and turn every row into an event or a reason (the reader contract)."""
-    inputs = input_files(cfg.inputs, cfg.input_format, cfg.delimiter)
-    frame = read_local(inputs)
+    fields, query = cfg.events, cfg.query
+    frame = read_local(input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter))
     n = len(frame)
-    start_col = _column(frame, cfg.start, "start")
-    end_col = None if cfg.point_events or cfg.duration is not None else _column(frame, cfg.end, "end")
-    keys = [_column(frame, k, "key") for k in cfg.keys]
-    for name in cfg.value_columns:
+    start_col = _column(frame, fields.start, "start")
+    end_col = None if fields.point_events or fields.duration is not None else _column(frame, fields.end, "end")
+    keys = [_column(frame, k, "key") for k in fields.keys]
+    for name in query.value_columns:
         if name not in frame.columns:
             raise UsageError(f"unknown column {name!r} in --agg: the columns are {', '.join(map(str, frame.columns))}")
     kind = time_kinds(time_kind_of(start_col), None if end_col is None else time_kind_of(end_col))
 
-    start = time_chronons(start_col, kind, cfg.time_unit, cfg.timezone)
-    if cfg.point_events:
+    start = time_chronons(start_col, kind, fields.time_unit, fields.timezone)
+    if fields.point_events:
         end_value, end_present, end_fraction = start.values, start.present, np.zeros(n, dtype=bool)
-    elif cfg.duration is not None:
-        length = time_chronons(_column(frame, cfg.duration, "duration"), "number", cfg.time_unit, cfg.timezone)
+    elif fields.duration is not None:
+        length = time_chronons(_column(frame, fields.duration, "duration"), "number", fields.time_unit, fields.timezone)
         end_value, end_present, end_fraction = start.values + length.values, length.present, length.fractional
     else:
-        end = time_chronons(end_col, kind, cfg.time_unit, cfg.timezone)
+        end = time_chronons(end_col, kind, fields.time_unit, fields.timezone)
         end_value, end_present, end_fraction = end.values, end.present, end.fractional
 
     checks = []
@@ -98,15 +98,15 @@ def prepare_local(cfg: RunConfig) -> Prepared:
         checks.append((frame[CORRUPT_RECORD].notna().to_numpy(), REASONS["json"]))
     checks += [
         (~start.present, REASONS["start"]),
-        (~end_present, REASONS["duration"] if cfg.duration is not None else REASONS["end"]),
+        (~end_present, REASONS["duration"] if fields.duration is not None else REASONS["end"]),
         (start.fractional | end_fraction, REASONS["fraction"]),
         (end_value < start.values, REASONS["order"]),
     ]
-    internal = {name: value_column(i) for i, name in enumerate(cfg.value_columns)}
+    internal = {name: value_column(i) for i, name in enumerate(query.value_columns)}
     columns = {}
-    for name in cfg.value_columns:
+    for name in query.value_columns:
         column = frame[name]
-        if name in cfg.numeric_columns:
+        if name in query.numeric_columns:
             numbers = number_values(column, column_kind("value", text_stats(column)) if is_text(column) else None)
             checks += [
                 (numbers.garbage, REASONS["value"].format(column=name)),
@@ -129,7 +129,7 @@ def prepare_local(cfg: RunConfig) -> Prepared:
     events[ROW] = accepted
     order = [*(key_column(i) for i in range(len(keys))), END, ROW]
     events = events.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
-    return Prepared(frame, reason, events, list(cfg.keys), internal, kind == "date_time")
+    return Prepared(frame, reason, events, list(fields.keys), internal, kind == "date_time")
 
 
 def event_times(cfg: RunConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -146,27 +146,27 @@ def run_local(cfg: RunConfig, verbose: bool = False) -> dict:
 
 
 def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict:
-    events, frame = prepared.events, prepared.frame
+    events, frame, q, execution = prepared.events, prepared.frame, cfg.query, cfg.execution
     keys = [key_column(i) for i in range(len(prepared.keys))]
-    series = {"earliest": "earliest", "first": None}.get(cfg.series_start, cfg.series_start)
-    specs = {name: with_columns(spec, prepared.values) for name, spec in cfg.aggregate_columns.items()}
+    series = {"earliest": "earliest", "first": None}.get(q.series_start, q.series_start)
+    specs = {name: with_columns(spec, prepared.values) for name, spec in q.aggregate_columns.items()}
     query = dict(aggregates={**specs, EVENTS_COLUMN: "count"}, start=START, end=END, key=keys or None,
-                 technique=cfg.technique, height=cfg.height, series_start=series, point_events=cfg.point_events,
-                 swag=cfg.swag)  # fmt: skip
+                 technique=execution.technique, height=execution.height, series_start=series,
+                 point_events=cfg.events.point_events, swag=execution.swag)  # fmt: skip
     try:
-        if cfg.windows:  # several specs in one pass, rows tagged with their window
-            windows = aggregate_many(events, cfg.specs, sharing=cfg.sharing, **query)
+        if q.windows:  # several specs in one pass, rows tagged with their window
+            windows = aggregate_many(events, q.specs, sharing=execution.sharing, **query)
         else:
-            windows = aggregate(events, cfg.range, cfg.slide, cfg.ttp, cfg.offset, **query)
+            windows = aggregate(events, q.range, q.slide, q.ttp, q.offset, **query)
     except SumOverflowError as err:
         raise user_errors(err, {v: c for c, v in prepared.values.items()}) from None
     late = windows.attrs.pop("late")  # a DataFrame in attrs upsets pandas operations that compare attrs
-    if cfg.empty_windows == "skip":
+    if q.empty_windows == "skip":
         windows = windows[windows[EVENTS_COLUMN] > 0]
     windows = windows.drop(columns=[EVENTS_COLUMN]).reset_index(drop=True)
     windows = windows.rename(columns=dict(zip(keys, prepared.keys, strict=True)))
     if prepared.is_timestamp:
-        per_chronon = 1000 * CHRONON_MS[cfg.time_unit]  # microseconds
+        per_chronon = 1000 * CHRONON_MS[cfg.events.time_unit]  # microseconds
         for col in ("window_start", "window_end"):
             micros = windows[col].to_numpy(np.int64) * per_chronon
             windows[col] = pd.to_datetime(micros, unit="us", utc=True).astype("datetime64[us, UTC]")
@@ -189,13 +189,13 @@ def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict
 def write_part(part: pd.DataFrame, folder: Path, cfg: RunConfig) -> None:
     """One output part, as the Spark engine writes it: Parquet, or RFC 4180 CSV with ISO timestamps."""
     table = _arrow(part)
-    if cfg.format == "parquet":
+    if cfg.output.format == "parquet":
         pyarrow.parquet.write_table(table, folder / "part-00000.parquet")
         return
     columns = {}
     for field, column in zip(table.schema, table.columns, strict=True):
         if pa.types.is_timestamp(field.type):
-            column = pa.array(_iso_times(column.to_pandas(), cfg.timezone), type=pa.string())
+            column = pa.array(_iso_times(column.to_pandas(), cfg.events.timezone), type=pa.string())
         columns[field.name] = column
     options = pyarrow.csv.WriteOptions(include_header=True, quoting_style="needed")
     pyarrow.csv.write_csv(pa.table(columns), folder / "part-00000.csv", options)

@@ -124,17 +124,17 @@ def _check_existing(output: str, final: Path, overwrite: bool) -> None:
 
 def check_output(cfg: RunConfig) -> Path:
     """The final output folder of ``cfg``, or a UsageError if writing it could harm anything that exists."""
-    output = str(cfg.output)
+    output = str(cfg.output.folder)
     final = final_path(output)
     cwd = Path.cwd().resolve()
     if final == cwd:
         raise _refuse(output, "is the current folder")
     if cwd.is_relative_to(final):
         raise _refuse(output, "contains the current folder")
-    conflict = _input_conflict(output, final, list(cfg.inputs))
+    conflict = _input_conflict(output, final, list(cfg.inputs.paths))
     if conflict is not None:
         raise conflict
-    _check_existing(output, final, cfg.overwrite)
+    _check_existing(output, final, cfg.output.overwrite)
     return final
 
 
@@ -188,7 +188,7 @@ def _move_into_place(cfg: RunConfig, temp: Path, final: Path) -> None:
         raise RuntimeError("the run ended without writing summary.json: the output was not replaced")
     entries = sorted([p.name for p in temp.iterdir()] + [MARKER])
     (temp / MARKER).write_text(json.dumps(_marker(cfg, final, entries), indent=2) + "\n")
-    _check_existing(str(cfg.output), final, cfg.overwrite)  # again: it may have changed during the run
+    _check_existing(str(cfg.output.folder), final, cfg.output.overwrite)  # again: it may have changed meanwhile
     old = None
     if final.exists() and any(final.iterdir()):
         old = final.with_name(f".{final.name[:100]}{OLD_TAG}{secrets.token_hex(4)}")
@@ -205,7 +205,7 @@ def _move_into_place(cfg: RunConfig, temp: Path, final: Path) -> None:
 
 @contextmanager
 def output_folder(cfg: RunConfig) -> Iterator[Path]:
-    """A fresh temporary folder for the run's outputs, moved to ``cfg.output`` once the run completes.
+    """A fresh temporary folder for the run's outputs, moved to ``cfg.output.folder`` once the run completes.
 
     Everything that could harm existing files is refused (UsageError) before anything is touched. If the
     run fails, the temporary folder (and any parent folder created for it) is removed and the previous
@@ -218,7 +218,7 @@ def output_folder(cfg: RunConfig) -> Iterator[Path]:
         temp = _temp_folder(final)
     except OSError as err:
         _remove_created(created)
-        raise UsageError(f"cannot create the output folder {cfg.output}: {err.strerror or err}") from err
+        raise UsageError(f"cannot create the output folder {cfg.output.folder}: {err.strerror or err}") from err
     try:
         yield temp
         _move_into_place(cfg, temp, final)
@@ -245,7 +245,7 @@ def finish_output(
         "rejected": int(rejected),
         "late": int(late),
         "windows_written": int(windows),
-        "output": str(final_path(str(cfg.output))),
+        "output": str(final_path(str(cfg.output.folder))),
         "wall_time_s": round(seconds, 3),
         "parameters": cfg.parameters(),
         **extra,

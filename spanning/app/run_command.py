@@ -1,7 +1,10 @@
 """``spanning run``: its options, the ``RunConfig`` they make, and the engine that runs it (local or Spark).
 
 The options are checked (``spanning.app.jobspec.RunConfig``) before anything is read or written; the Spark
-engine is found by entry point (``spanning.app.plugins``), so that this module needs no pyspark.
+engine is found by entry point (``spanning.app.plugins``), so that this module needs no pyspark. The options
+that describe the query and its input (``add_query_options``) and the groups they make (``query_from_args``)
+serve every command that runs a query; ``config_from_args`` is the one mapping from ``spanning run``'s options
+to a ``RunConfig``.
 """
 
 from __future__ import annotations
@@ -10,7 +13,18 @@ import argparse
 from typing import Any
 
 from spanning.aggregates import parse_aggregate
-from spanning.app.jobspec import PLANS, RunConfig, UsageError, parse_duration
+from spanning.app.jobspec import (
+    PLANS,
+    EventFields,
+    InputFiles,
+    OutputOptions,
+    RunConfig,
+    SparkOptions,
+    UsageError,
+    WindowQuery,
+    parse_duration,
+)
+from spanning.engines.params import Execution
 
 SPARK_NEEDED = "the Spark engine needs pyspark ({}): pip install 'spanning[spark]'"
 
@@ -31,14 +45,42 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "inputs", nargs="+", metavar="INPUT", help="files, folders or globs (CSV with header, Parquet, JSON lines)"
     )
+    add_query_options(p)
+    p.add_argument("--sharing", default="all", choices=["all", "none", "weaveshare"],
+                   help="with several --window on the per-event path: share one slice sequence (all), none, "
+                   "or the groups of the WeaveShare optimizer (Shein and Chrysanthis)")  # fmt: skip
+    p.add_argument("--technique", default="se-slicing", help="se-slicing (default, vectorised) or se-ml-slicing")
+    p.add_argument("--height", default="1", help="multi-level height d of se-ml-slicing, or auto (Table 4 cost model)")
+    p.add_argument("--point-events", action="store_true", help="each record is a point event at --start")
+    p.add_argument(
+        "--swag",
+        metavar="NAME",
+        help="with --point-events: the FIFO SWAG of the final aggregation "
+        "(recalc, soe, two-stacks, two-stacks-lite, daba, daba-lite, flatfat, flatfit, slickdeque, sba, pba)",
+    )
+    p.add_argument("--output", default="spanning-output", help="output folder (default spanning-output)")
+    p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format")
+    p.add_argument("--engine", default="spark", choices=["spark", "local"], help="spark (default) or local (pandas)")
+    p.add_argument("--plan", default="auto", choices=PLANS,
+                   help="Spark: how built-in aggregates are computed: auto (default: by the aggregates and the "
+                   "windows per event), explode, range or dyadic (in the JVM), python (mapInPandas)")  # fmt: skip
+    p.add_argument("--empty-windows", default="skip", choices=["skip", "emit"], help="write windows with no event?")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an output folder that spanning wrote, once the new output is complete")  # fmt: skip
+    p.set_defaults(handler=_run)
+
+
+def add_query_options(p: argparse.ArgumentParser) -> None:
+    """The options that describe the query and its input, shared by the commands that run one.
+
+    ``--range --slide --window --ttp --offset --start --end --duration --key --agg --time-unit --series-start
+    --input-format --delimiter --timezone --verbose --master --partitions``; ``query_from_args`` reads them.
+    """
     p.add_argument("--range", help="window range ω: 900, 90s, 15m, 2h, 1d")
     p.add_argument("--slide", help="window slide β")
     p.add_argument("--window", action="append", default=[], metavar="RANGE/SLIDE",
                    help="a window spec such as 15m/5m, instead of --range/--slide; repeat it for several "
                    "(one pass, rows tagged in a 'window' column)")  # fmt: skip
-    p.add_argument("--sharing", default="all", choices=["all", "none", "weaveshare"],
-                   help="with several --window on the per-event path: share one slice sequence (all), none, "
-                   "or the groups of the WeaveShare optimizer (Shein and Chrysanthis)")  # fmt: skip
     p.add_argument(
         "--ttp", default="0", help="time-to-postpone δ: release a window this long after its end (default 0)"
     )
@@ -55,25 +97,9 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         help="count, count:col, sum:col, mean, min, max, stddev, stddev_pop, argmin:col[:res], "
         "argmax:col[:res], mincount, maxcount (repeatable; default count)",
     )
-    p.add_argument("--technique", default="se-slicing", help="se-slicing (default, vectorised) or se-ml-slicing")
-    p.add_argument("--height", default="1", help="multi-level height d of se-ml-slicing, or auto (Table 4 cost model)")
-    p.add_argument("--point-events", action="store_true", help="each record is a point event at --start")
-    p.add_argument(
-        "--swag",
-        metavar="NAME",
-        help="with --point-events: the FIFO SWAG of the final aggregation "
-        "(recalc, soe, two-stacks, two-stacks-lite, daba, daba-lite, flatfat, flatfit, slickdeque, sba, pba)",
-    )
-    p.add_argument("--output", default="spanning-output", help="output folder (default spanning-output)")
-    p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format")
-    p.add_argument("--engine", default="spark", choices=["spark", "local"], help="spark (default) or local (pandas)")
     p.add_argument("--master", help="Spark master URL (default: what spark-submit sets, else local[*])")
-    p.add_argument("--plan", default="auto", choices=PLANS,
-                   help="Spark: how built-in aggregates are computed: auto (default: by the aggregates and the "
-                   "windows per event), explode, range or dyadic (in the JVM), python (mapInPandas)")  # fmt: skip
     p.add_argument("--partitions", type=int, help="Spark partitions for the per-key stage (default: 2 per core)")
     p.add_argument("--time-unit", default="s", choices=["s", "ms"], help="chronon: second (default) or millisecond")
-    p.add_argument("--empty-windows", default="skip", choices=["skip", "emit"], help="write windows with no event?")
     p.add_argument(
         "--series-start",
         default="earliest",
@@ -85,10 +111,7 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timezone", default="UTC",
                    help="time zone of date-time text without one: a region such as Europe/Paris, UTC (default) "
                    "or +01:00")  # fmt: skip
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an output folder that spanning wrote, once the new output is complete")  # fmt: skip
     p.add_argument("--verbose", action="store_true", help="show stack traces and Spark warnings")
-    p.set_defaults(handler=_run)
 
 
 def _height(text: str) -> int | str:
@@ -117,39 +140,47 @@ def _windows(args: argparse.Namespace, unit: str) -> list[tuple[int, int]]:
     return windows
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
+def query_from_args(args: argparse.Namespace) -> tuple[EventFields, WindowQuery]:
+    """The events and the windows of the options of ``add_query_options``, checked.
+
+    ``--point-events`` and ``--empty-windows`` are read where the command has them (else off and ``skip``).
+    """
     unit = args.time_unit
     windows = _windows(args, unit)
-    return RunConfig(
-        inputs=args.inputs,
-        windows=windows,
+    query = WindowQuery(
         range=parse_duration(args.range, unit) if args.range else windows[0][0],
         slide=parse_duration(args.slide, unit) if args.slide else windows[0][1],
         ttp=parse_duration(args.ttp, unit),
+        aggregates=args.agg or ["count"],
         offset=parse_duration(args.offset, unit),
+        windows=windows,
+        series_start=args.series_start,
+        empty_windows=getattr(args, "empty_windows", "skip"),
+    )
+    events = EventFields(
         start=args.start,
         end=args.end,
         duration=args.duration,
         keys=args.key,
-        aggregates=args.agg or ["count"],
-        technique=args.technique,
-        height=_height(args.height),
-        point_events=args.point_events,
-        swag=args.swag,
-        output=args.output,
-        format=args.format,
-        engine=args.engine,
-        master=args.master,
+        point_events=getattr(args, "point_events", False),
         time_unit=unit,
-        empty_windows=args.empty_windows,
-        overwrite=args.overwrite,
-        input_format=args.input_format,
-        series_start=args.series_start,
         timezone=args.timezone,
-        partitions=args.partitions,
-        sharing=args.sharing,
-        delimiter=args.delimiter,
-        plan=args.plan,
+    )
+    return events, query
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The ``RunConfig`` of ``spanning run``'s options: the one mapping from the command line to a job."""
+    execution = Execution(args.technique, _height(args.height), args.swag, args.sharing)
+    events, query = query_from_args(args)
+    return RunConfig(
+        inputs=InputFiles(args.inputs, format=args.input_format, delimiter=args.delimiter),
+        events=events,
+        query=query,
+        execution=execution,
+        output=OutputOptions(args.output, format=args.format, overwrite=args.overwrite),
+        engine=args.engine,
+        spark=SparkOptions(master=args.master, partitions=args.partitions, plan=args.plan),
     )
 
 
@@ -159,14 +190,15 @@ def _run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     check_output(cfg)  # a harmful --output fails at once, before Spark starts; the engines check again
-    if cfg.technique not in TECHNIQUES:
-        raise UsageError(f"unknown technique {cfg.technique!r}: available are {', '.join(sorted(TECHNIQUES))}")
-    if cfg.swag is not None:
+    technique, swag = cfg.execution.technique, cfg.execution.swag
+    if technique not in TECHNIQUES:
+        raise UsageError(f"unknown technique {technique!r}: available are {', '.join(sorted(TECHNIQUES))}")
+    if swag is not None:
         from spanning.techniques.point_windows import build_swag
 
-        for agg in cfg.aggregates:  # unknown names and unfit aggregates fail here, before any work
+        for agg in cfg.query.aggregates:  # unknown names and unfit aggregates fail here, before any work
             try:
-                build_swag(cfg.swag, parse_aggregate(agg))
+                build_swag(swag, parse_aggregate(agg))
             except ValueError as err:
                 raise UsageError(str(err)) from err
     if cfg.engine == "local":

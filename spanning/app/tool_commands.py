@@ -11,7 +11,15 @@ import sys
 from pathlib import Path
 
 from spanning.app.bench.names import BENCH_MODULES, PRESET_NAMES
-from spanning.app.jobspec import RunConfig, UsageError, parse_duration
+from spanning.app.jobspec import (
+    EventFields,
+    InputFiles,
+    RunConfig,
+    SparkOptions,
+    UsageError,
+    WindowQuery,
+    parse_duration,
+)
 from spanning.app.run_command import spark_engine
 
 
@@ -33,17 +41,16 @@ def add_generate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from spanning.app.cdr import generate_cdr
+    from spanning.app.cdr import CallMix, generate_cdr
 
     if args.rows < 0 or not 0 <= args.data_share + args.sms_share <= 1 or not 0 <= args.bad_share <= 1:
         raise UsageError("--rows must be >= 0 and the shares between 0 and 1")
     if Path(args.output).exists() and not (args.overwrite and Path(args.output).is_file()):
         raise UsageError(f"{args.output} exists: give --overwrite to replace the file" if Path(args.output).is_file()
                          else f"{args.output} exists and is not a file")  # fmt: skip
-    frame = generate_cdr(
-        args.rows, seed=args.seed, cells=args.cells, subscribers=args.subscribers, start=args.start,
-        days=args.days, data_share=args.data_share, sms_share=args.sms_share, bad_share=args.bad_share,
-    )  # fmt: skip
+    mix = CallMix(data_share=args.data_share, sms_share=args.sms_share, bad_share=args.bad_share)
+    frame = generate_cdr(args.rows, seed=args.seed, cells=args.cells, subscribers=args.subscribers, start=args.start,
+                         days=args.days, mix=mix)  # fmt: skip
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(args.output, index=False)
     print(f"wrote {len(frame):,} CDRs to {args.output}")
@@ -89,9 +96,15 @@ def _tune_events(args: argparse.Namespace):
         return synthetic_events(args.events, args.mu, args.sigma)
     if args.start is None or (args.end is None) == (args.duration is None):
         raise UsageError("with INPUT, give --start and one of --end / --duration")
-    cfg = RunConfig(inputs=args.inputs, range=1, slide=1, ttp=0, start=args.start, end=args.end,
-                    duration=args.duration, engine=args.engine, master=args.master, time_unit=args.time_unit,
-                    input_format=args.input_format, delimiter=args.delimiter, timezone=args.timezone)  # fmt: skip
+    cfg = RunConfig(
+        inputs=InputFiles(args.inputs, format=args.input_format, delimiter=args.delimiter),
+        events=EventFields(
+            args.start, end=args.end, duration=args.duration, time_unit=args.time_unit, timezone=args.timezone
+        ),
+        query=WindowQuery(range=1, slide=1, ttp=0),
+        engine=args.engine,
+        spark=SparkOptions(master=args.master),
+    )
     if args.engine == "spark":
         return spark_engine().event_times(cfg, max(args.sample, 200_000), args.verbose)
     from spanning.app.local_run import event_times

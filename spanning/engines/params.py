@@ -3,7 +3,9 @@
 * ``EventColumns``: where an input row keeps its event (start, end, key columns) and how to read it as
   one (point events ``[l, l + 1)``; count-based time, the arrival number within the key);
 * ``Execution``: how the windows are computed (technique, height d, the SWAG of point events, and how
-  several window specs share slices).
+  several window specs share slices);
+* ``ChunkColumns``: the columns of the sorted chunks fed to ``spanning.engines.streams`` (times, arrival
+  number, the validity flag of each value column).
 
 The series start (docs/SEMANTICS.md §8) is one more value beside them, called ``series_start`` everywhere.
 
@@ -11,14 +13,16 @@ The series start (docs/SEMANTICS.md §8) is one more value beside them, called `
 ('cell',)
 >>> Execution(technique="se-ml-slicing", height=3).with_height(2).height
 2
+>>> ChunkColumns(seq="_seq").valid("bytes")
+'bytes__valid'
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-__all__ = ["EventColumns", "Execution"]
+__all__ = ["ChunkColumns", "EventColumns", "Execution"]
 
 
 @dataclass(frozen=True)
@@ -57,3 +61,17 @@ class Execution:
     def with_height(self, height: int) -> Execution:
         """The same execution with a resolved height (``"auto"`` measured on the events)."""
         return replace(self, height=height)
+
+
+def _valid_flag(column: str) -> str:
+    return f"{column}__valid"
+
+
+@dataclass(frozen=True)
+class ChunkColumns:
+    """The columns of a chunk sorted by (key, end, seq): event times, arrival number, validity flags."""
+
+    start: str = "start"
+    end: str = "end"
+    seq: str = "seq"  # arrival number, for tie-breaks and late rows
+    valid: Callable[[str], str] = _valid_flag  # value column -> its boolean column (absent: nulls from the values)

@@ -9,7 +9,7 @@ one key's open windows from batch to batch, so memory stays bounded whatever the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ from spanning.aggregates import Aggregate, BatchColumns, nullable_column
 from spanning.engines.chunks import batch_columns, key_values
 from spanning.engines.engine import Engine
 from spanning.engines.keyed import KeyedBatch, KeyedDriver, KeyEngine, PerEventKeys, RunKeys, VectorisedKeys
+from spanning.engines.params import ChunkColumns
 from spanning.kernels.windows import WindowSpec
 
 __all__ = ["SortedEngineStream", "SortedStreamAggregator"]
@@ -28,8 +29,9 @@ class SortedStreamAggregator:
     """Feeds DataFrame chunks sorted by (key, end) through the keyed driver, vectorised (``VectorisedKeys``).
 
     Each chunk is a DataFrame with the key columns, ``start``/``end`` (int chronons), ``seq`` (arrival
-    number, for tie-breaks), optionally ``series_start``, and the value columns, where each value
-    column ``c`` may come with a boolean ``valid_column(c)`` (else nulls are read from the values).
+    number, for tie-breaks), optionally the column ``series_start`` names, and the value columns, where
+    each value column ``c`` may come with a boolean ``columns.valid(c)`` (else nulls are read from the
+    values); ``columns`` (``ChunkColumns``) renames start, end and seq.
     ``feed`` and ``finish`` return DataFrames of released windows and of late events.
     """
 
@@ -39,16 +41,14 @@ class SortedStreamAggregator:
         aggregates: Sequence[Aggregate],
         names: Sequence[str],
         keys: Sequence[str],
-        start: str = "start",
-        end: str = "end",
-        seq: str = "seq",
         series_start: str | None = None,
-        valid_column: Callable[[str], str] = lambda column: f"{column}__valid",
+        columns: ChunkColumns | None = None,
     ) -> None:
+        columns = columns or ChunkColumns()
         self.spec, self.aggregates, self.names = spec, list(aggregates), list(names)
-        self.keys, self.start, self.end, self.seq = list(keys), start, end, seq
+        self.keys, self.start, self.end, self.seq = list(keys), columns.start, columns.end, columns.seq
         self.series_start_column = series_start
-        self.valid_column = valid_column
+        self.valid_column = columns.valid
         self._columns = list(dict.fromkeys(c for a in self.aggregates for c in a.columns))
         self.driver = KeyedDriver(self._engine())
 
