@@ -17,9 +17,10 @@ from contextlib import contextmanager
 
 from spanning.app.jobspec import UsageError
 from spanning.app.run_command import add_run_parser
+from spanning.app.stream_command import add_stream_parser
 from spanning.app.tool_commands import add_bench_parser, add_generate_parser, add_tune_parser
 
-QUIET_COMMANDS = ("run", "tune-height", "generate-cdr")  # their warnings show only with --verbose
+QUIET_COMMANDS = ("run", "stream", "tune-height", "generate-cdr")  # their warnings show only with --verbose
 USER_ERRORS = ("UsageError", "SumOverflowError")  # exception names that mean a user mistake (exit 2)
 
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="spanning", description="Sliding-window aggregates over spanning events.")
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_parser(sub)
+    add_stream_parser(sub)
     add_generate_parser(sub)
     add_tune_parser(sub)
     add_bench_parser(sub)

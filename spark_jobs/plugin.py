@@ -7,6 +7,8 @@ the command to install the ``spark`` extra.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from spanning.app.jobspec import RunConfig
@@ -25,7 +27,14 @@ def run(cfg: RunConfig, verbose: bool = False) -> dict:
 
 def event_times(cfg: RunConfig, limit: int, verbose: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Starts and ends (chronons) of at most ``limit`` events of ``cfg``'s inputs, for ``spanning tune-height``."""
-    spark = get_session(cfg.master, cfg.timezone, verbose=verbose)
+    spark = get_session(cfg.spark.master, cfg.events.timezone, verbose=verbose)
     sample = events(load(spark, cfg), "first")
     frame = sample.select(START, END).limit(limit).toPandas()
     return frame[START].to_numpy(np.int64), frame[END].to_numpy(np.int64)
+
+
+def stream(cfg: RunConfig, options: Any, verbose: bool = False) -> dict:
+    """``spanning stream``: runs until its trigger ends it or Ctrl-C (``spark_jobs.stream.run_stream``)."""
+    from spark_jobs.stream import run_stream
+
+    return run_stream(cfg, options, verbose)

@@ -70,8 +70,9 @@ class OpenWindows:
     point event), ``seq`` (arrival number: ties in end order) and the value columns, each maybe with a
     boolean ``valid_column(c)``. ``series_start`` is an explicit start time for every key (None: each key's
     series starts at its first arriving event). Results are frames of windows (key columns,
-    ``window_start``, ``window_end``, one column per aggregate) and of late events (``row``: position in
-    the batch, ``windows_missed``).
+    ``window_start``, ``window_end``, one column per aggregate; with ``skip_empty``, the name of a count
+    of events among them, only windows it counts events in) and of late events (``row``: position in the
+    batch, ``windows_missed``).
     """
 
     def __init__(
@@ -82,8 +83,10 @@ class OpenWindows:
         keys: Sequence[str],
         series_start: int | None = None,
         valid_column: Callable[[str], str] = lambda column: f"{column}__valid",
+        skip_empty: str | None = None,
     ) -> None:
         self.spec, self.aggregates, self.names = spec, list(aggregates), list(names)
+        self.skip_empty = None if skip_empty is None else self.names.index(skip_empty)
         self.keys, self.series_start, self.valid_column = list(keys), series_start, valid_column
         self.key_list: list[tuple] = []  # entry i <-> self.key_list[i]
         self.state = self._empty()
@@ -176,6 +179,10 @@ class OpenWindows:
 
     def _windows(self, group: np.ndarray, key_columns: list, start: np.ndarray, end: np.ndarray,
                  values: list) -> pd.DataFrame:  # fmt: skip
+        if self.skip_empty is not None and len(values) and len(group):  # before the frame: most windows are empty
+            keep = np.flatnonzero(np.asarray(values[self.skip_empty]) > 0)
+            group, start, end = group[keep], np.asarray(start)[keep], np.asarray(end)[keep]
+            values = [v[keep] for v in values]
         data: dict[str, Any] = {k: (key_columns[i][group] if len(group) else []) for i, k in enumerate(self.keys)}
         data["window_start"] = np.asarray(start, dtype=np.int64)
         data["window_end"] = np.asarray(end, dtype=np.int64)

@@ -1,0 +1,163 @@
+"""``spanning stream``: the windows of CDR files as they land in a folder, on Spark Structured Streaming.
+
+The options are ``spanning run``'s query options plus what a stream needs (``StreamOptions``); the job
+itself is ``spark_jobs.stream``, found through the Spark engine's entry point, so this module needs no
+pyspark. The semantics are ``spanning run``'s (docs/SEMANTICS.md); docs/STREAMING.md says what differs:
+the series of a key starts at its first arriving event, and a late event is one that arrives after its
+windows were released.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from spanning.app.jobspec import RunConfig, UsageError, parse_duration
+from spanning.app.outputs import MARKER, final_path, read_marker
+
+EXAMPLE = """example:
+  spanning stream incoming/ --output out/ --checkpoint chk/ --range 15m --slide 5m --ttp 2h \\
+      --start start --end end --key cell --agg count --agg sum:bytes --agg max:duration --trigger 30s
+
+  Files must appear in INPUT_DIR whole: write each elsewhere and rename (move) it in.
+  Restart with the same --checkpoint and --output to continue where the stream stopped.
+"""
+
+TRIGGER = re.compile(r"^available-now$|^\d+(\.\d+)?\s*(ms|s|m|h)?$")
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """What a stream needs beyond the query: its checkpoint, trigger, idle flush and state layout."""
+
+    checkpoint: str
+    trigger: str = "available-now"  # or a processing-time interval: 10s, 1m, 500ms
+    max_files_per_trigger: int | None = None
+    idle_flush: int | None = None  # chronons: release windows the stream's watermark passed by this much
+    max_disorder: int = 0  # chronons: the stream's watermark is the largest end seen minus this
+    buckets: int = 64  # hash buckets of keys, one Spark state group each (fixed for a checkpoint)
+    final_flush: bool = True  # available-now: release every key's windows at the end, as spanning run does
+
+    def __post_init__(self) -> None:
+        if not TRIGGER.match(self.trigger):
+            raise UsageError(f"bad --trigger {self.trigger!r}: give available-now or an interval such as 10s or 1m")
+        if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
+            raise UsageError("--max-files-per-trigger must be at least 1")
+        if self.buckets < 1:
+            raise UsageError("--buckets must be at least 1")
+        if self.max_disorder < 0 or (self.idle_flush is not None and self.idle_flush < 0):
+            raise UsageError("--max-disorder and --idle-flush must not be negative")
+
+    @property
+    def spark_trigger(self) -> dict:
+        """The keyword of ``DataStreamWriter.trigger``."""
+        if self.trigger == "available-now":
+            return {"availableNow": True}
+        number, unit = re.match(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$", self.trigger).groups()
+        words = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", None: "seconds"}
+        return {"processingTime": f"{number} {words[unit]}"}
+
+
+def stream_output(cfg: RunConfig, options: StreamOptions) -> Path:
+    """The output folder of a stream: new, or the one this checkpoint wrote (a restart). It carries a marker."""
+    final = final_path(cfg.output.folder)
+    checkpoint = str(Path(options.checkpoint).expanduser().resolve())
+    marker = {"tool": "spanning", "stream": True, "checkpoint": checkpoint}
+    if final.exists():
+        found = read_marker(final)
+        if found is None and any(final.iterdir()):
+            raise UsageError(f"--output {cfg.output.folder} holds files that spanning did not write: give a new folder")
+        if found is not None and found.get("checkpoint") != checkpoint:
+            raise UsageError(
+                f"--output {cfg.output.folder} was written by the stream of checkpoint {found.get('checkpoint')}:"
+                " restart with that --checkpoint, or give a new --output"
+            )
+    for path in map(Path, cfg.inputs.paths):
+        resolved = path.expanduser().resolve()
+        if final == resolved or resolved in final.parents or final in resolved.parents:
+            raise UsageError(f"--output {cfg.output.folder} and the input folder {path} must not hold each other")
+    final.mkdir(parents=True, exist_ok=True)
+    (final / MARKER).write_text(json.dumps(marker, indent=1))
+    return final
+
+
+def add_stream_parser(sub: argparse._SubParsersAction) -> None:
+    from spanning.app.run_command import add_query_options
+
+    p = sub.add_parser(
+        "stream",
+        help="the same windows over CDR files as they arrive (Spark Structured Streaming), with late output",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("input_dir", metavar="INPUT_DIR", help="folder the CDR files land in (CSV, Parquet, JSON lines)")
+    p.add_argument("--output", required=True, help="output folder: windows/, late/, rejected/, summary.json")
+    p.add_argument("--checkpoint", required=True, metavar="DIR",
+                   help="checkpoint folder: Spark's offsets and state, and the query it was made for")  # fmt: skip
+    add_query_options(p)
+    p.add_argument("--trigger", default="available-now",
+                   help="available-now (default: process what is there, flush every key, stop) or an interval"
+                   " such as 30s or 1m (run until Ctrl-C)")  # fmt: skip
+    p.add_argument("--max-files-per-trigger", type=int, metavar="N", help="files per micro-batch (default: all new)")
+    p.add_argument("--idle-flush", metavar="DURATION",
+                   help="release a quiet key's windows once the stream's watermark passed their end by this much"
+                   " (default: never; available-now flushes at its end)")  # fmt: skip
+    p.add_argument("--max-disorder", default="0", metavar="DURATION",
+                   help="the stream's watermark lags its largest end by this much (default 0)")  # fmt: skip
+    p.add_argument("--buckets", type=int, default=64,
+                   help="hash buckets of keys, one state group each; fixed for a checkpoint (default 64)")  # fmt: skip
+    p.add_argument("--no-final-flush", action="store_true",
+                   help="available-now: keep open windows for the next run (default: release them)")
+    p.set_defaults(handler=_stream, series_start="first")
+
+
+def options_from_args(args: argparse.Namespace) -> StreamOptions:
+    unit = args.time_unit
+    return StreamOptions(
+        checkpoint=args.checkpoint,
+        trigger=args.trigger.strip(),
+        max_files_per_trigger=args.max_files_per_trigger,
+        idle_flush=None if args.idle_flush is None else parse_duration(args.idle_flush, unit),
+        max_disorder=parse_duration(args.max_disorder, unit),
+        buckets=args.buckets,
+        final_flush=not args.no_final_flush,
+    )
+
+
+def stream_config(args: argparse.Namespace) -> RunConfig:
+    """The query of a stream as a ``RunConfig`` (the reader contract and the windows are ``spanning run``'s)."""
+    from spanning.app.jobspec import InputFiles, OutputOptions, SparkOptions
+    from spanning.app.run_command import query_from_args
+
+    events, query = query_from_args(args)
+    if query.series_start == "earliest":
+        raise UsageError(
+            "--series-start earliest needs the whole input: a stream starts each key's series at its first"
+            " arriving event (first, the default) or at a time you give"
+        )
+    if len(query.specs) > 1:
+        raise UsageError("spanning stream takes one window spec: give --range/--slide or one --window")
+    return RunConfig(
+        inputs=InputFiles([args.input_dir], args.input_format, args.delimiter),
+        events=events,
+        query=query,
+        output=OutputOptions(args.output),
+        spark=SparkOptions(args.master, args.partitions),
+    )
+
+
+def _stream(args: argparse.Namespace) -> int:
+    from spanning.app.run_command import spark_engine
+
+    cfg = stream_config(args)
+    options = options_from_args(args)
+    summary = spark_engine().stream(cfg, options, args.verbose)
+    print(
+        f"{summary['batches']} batches: {summary['rows_read']} rows read, {summary['rejected']} rejected,"
+        f" {summary['late']} late, {summary['windows']} windows written to {summary['output']}"
+        + (" (stopped; restart with the same --checkpoint to go on)" if summary.get("stopped") else "")
+    )
+    return 0

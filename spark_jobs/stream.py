@@ -1,0 +1,456 @@
+"""``spanning stream``: the engine as a Structured Streaming job, with checkpointed state and a late output.
+
+The query (``streaming_rows``)::
+
+    file stream of CDR files ─ prepare (reader contract) ─┐
+                                                          ├─ union ─ groupBy(bucket) ─ transformWithStateInPandas
+    control stream (checkpoint/spanning/control/) ────────┘                            (BucketProcessor)
+
+* **State.** Keys are hashed into a fixed number of buckets (recorded in the checkpoint). Each bucket is one
+  Spark group whose one state value holds the ``OpenWindows`` of all its keys (``spanning.engines.open_windows``):
+  per key its series, clock and open windows, so what it holds is bounded by its open windows. One Spark
+  group per key would cost a JVM round trip per key and batch.
+* **Semantics** are those of ``spanning run`` (docs/SEMANTICS.md): within a micro-batch each key's events are
+  taken in end order, each key has its own clock, a window is released once that clock passes its end + TTP,
+  and an event that overlaps released windows goes to ``late/`` with ``windows_missed``.
+* **Nothing is dropped by Spark.** The stateful operator runs with ``timeMode="None"`` and the query has no
+  ``withWatermark``: Spark's late-row filter exists only with an event-time watermark, so it never sees a row
+  to drop. Lateness is decided per key by the engine, and every late row is written. The job still reads
+  Spark's ``numRowsDroppedByWatermark`` into summary.json, where it must stay 0.
+* **The stream's watermark** (largest end seen minus ``--max-disorder``) is the job's own: each batch's
+  buckets report their largest end, and with ``--idle-flush`` the driver writes the new watermark as a
+  control file that the next batch hands to every bucket (``OpenWindows.advance``). ``available-now`` ends
+  with a control file that flushes every key, as ``spanning run`` does at the end of its input.
+* **Outputs, exactly once.** ``foreachBatch`` takes each batch's rows to the driver as Arrow (one Spark
+  action), writes its windows, late and rejected rows into temporary folders and renames each to
+  ``windows/batch=N`` (``late/``, ``rejected/``) only when complete; a batch run again after a crash
+  replaces its own folders, and Spark commits a batch only after ``foreachBatch`` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
+from spanning.app.stream_command import StreamOptions
+from spark_jobs.prepare import END, REASON, SEQ, START, Prepared, prepare, read_input, valid_column
+from spark_jobs.run import to_time
+from spark_jobs.windowed import result_type
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_flush"
+JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made for
+FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): one bucket fails once past that end
+STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "windows", "late", "rejected")  # per bucket
+
+
+def check_streaming_support(spark: SparkSession) -> None:
+    """transformWithStateInPandas needs protobuf in Python and RocksDB state: a clear line when either lacks."""
+    try:
+        import google.protobuf.descriptor  # noqa: F401 - the state API's messages
+    except ImportError:
+        raise UsageError(
+            "spanning stream needs the protobuf package (Spark's state API uses it): pip install 'spanning[spark]'"
+            " or pip install protobuf, on the driver and the executors"
+        ) from None
+    user_value = spark.sparkContext.getConf().get(PROVIDER, None)
+    if user_value not in (None, ROCKSDB):
+        raise UsageError(
+            f"spanning stream keeps its state in RocksDB, but {PROVIDER} is set to {user_value}: remove that setting"
+            f" (spark-defaults.conf or --conf) or set it to {ROCKSDB}"
+        )
+    spark.conf.set(PROVIDER, ROCKSDB)
+
+
+@dataclass
+class StreamQuery:
+    """The streaming rows and what a batch of them needs to be written (``write_batch``)."""
+
+    rows: DataFrame  # the processor's output: one row per released window, late event, rejected row or bucket stat
+    prepared: Prepared
+    cfg: RunConfig
+    options: StreamOptions
+    aggregates: dict[str, str]  # output name -> internal column of the processor's output
+    originals: dict[str, str]  # input column -> internal column
+
+
+def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType) -> dict:
+    """What a checkpoint was made for: a restart must ask for the same."""
+    query, events = cfg.query, cfg.events
+    return {
+        "range": query.range, "slide": query.slide, "ttp": query.ttp, "offset": query.offset,
+        "aggregates": query.aggregates, "series_start": query.series_start, "keys": events.keys,
+        "start": events.start, "end": events.end, "duration": events.duration, "point_events": events.point_events,
+        "time_unit": events.time_unit, "buckets": options.buckets, "schema": schema.json(),
+    }  # fmt: skip
+
+
+def check_checkpoint(folder: Path, record: dict) -> None:
+    """Refuse a checkpoint made for other windows, keys, aggregates or bucket count; record it when new."""
+    path = folder / JOB_FILE
+    if path.exists():
+        saved = json.loads(path.read_text())
+        changed = [name for name in record if name != "schema" and saved.get(name) != record[name]]
+        if changed:
+            details = ", ".join(f"{name} {saved.get(name)!r} -> {record[name]!r}" for name in changed)
+            raise UsageError(
+                f"--checkpoint {folder.parent} was made for another query ({details}): a checkpoint continues"
+                " the stream it was made for; give a new --checkpoint (and --output) for a new query"
+            )
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    temp = path.with_suffix(".tmp")
+    temp.write_text(json.dumps(record, indent=1))
+    os.replace(temp, path)
+
+
+def _input_schema(spark: SparkSession, cfg: RunConfig, folder: Path) -> tuple[T.StructType, str]:
+    """The schema of the input folder's files (as ``spanning run`` reads them), and their format."""
+    from spanning.app.files import input_files
+
+    try:
+        inputs = input_files([str(folder)], cfg.inputs.format, cfg.inputs.delimiter)
+    except UsageError as err:
+        raise UsageError(
+            f"{err}: spanning stream reads the schema and column kinds from the files already in {folder};"
+            " put one file there before starting"
+        ) from None
+    return read_input(spark, inputs).schema, inputs.format
+
+
+def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) -> StreamQuery:
+    """The streaming DataFrame of ``spanning stream``, for pipelines of one's own (Python API).
+
+    Its rows carry ``_kind``: ``windows`` (key, window bounds, aggregates), ``late`` and ``rejected`` (the
+    input row, with ``windows_missed`` or ``reason``) and ``stats`` (per bucket and batch); ``write_batch``
+    turns one micro-batch of it into the job's outputs.
+    """
+    check_streaming_support(spark)
+    folder = Path(cfg.inputs.paths[0])
+    control = Path(options.checkpoint) / "spanning" / "control"
+    control.mkdir(parents=True, exist_ok=True)
+    schema, fmt = _input_schema(spark, cfg, folder)
+    check_checkpoint(Path(options.checkpoint) / "spanning", job_record(cfg, options, schema))
+    sample = read_input_batch(spark, cfg, fmt)
+    reader = spark.readStream.schema(schema)
+    if options.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
+    if fmt == "csv":
+        reader = reader.options(header=True, multiLine=True, escape='"', sep=cfg.inputs.delimiter,
+                                mode="PERMISSIVE", encoding="UTF-8")  # fmt: skip
+        stream = reader.csv(str(folder))
+    elif fmt == "parquet":
+        stream = reader.parquet(str(folder))
+    else:
+        stream = reader.json(str(folder))
+    prepared = prepare(stream, cfg, csv=fmt == "csv", kinds_from=sample)
+    keys = [key_column(i) for i in range(len(prepared.keys))]
+    bucket = F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(options.buckets)) if keys else F.lit(0)
+    rows = prepared.rows.withColumn(BUCKET, bucket.cast("int"))
+    control_schema = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(CONTROL, T.LongType()),
+                                   T.StructField(FLUSH, T.BooleanType())])  # fmt: skip
+    controls = spark.readStream.schema(control_schema).option("maxFilesPerTrigger", 1).json(str(control))
+    rows = rows.withColumn(CONTROL, F.lit(None).cast("long")).withColumn(FLUSH, F.lit(None).cast("boolean"))
+    rows = rows.unionByName(controls, allowMissingColumns=True)
+
+    aggregates = {name: f"_agg_{i}" for i, name in enumerate([*cfg.query.aggregate_columns, EVENTS_COLUMN])}
+    originals = {name: f"_in_{i}" for i, name in enumerate(prepared.original_columns)}
+    out_schema = _output_schema(prepared, cfg, aggregates, originals)
+    processor = _processor(prepared, cfg, list(rows.columns), (aggregates, originals), out_schema)
+    out = rows.groupBy(BUCKET).transformWithStateInPandas(processor, out_schema, "Append", "None")
+    return StreamQuery(out, prepared, cfg, options, aggregates, originals)
+
+
+def read_input_batch(spark: SparkSession, cfg: RunConfig, fmt: str) -> DataFrame:
+    """The files already in the input folder, read as ``spanning run`` reads them: they fix the column kinds."""
+    from spanning.app.files import input_files
+
+    return read_input(spark, input_files(cfg.inputs.paths, fmt, cfg.inputs.delimiter))
+
+
+def _output_schema(prepared: Prepared, cfg: RunConfig, aggregates: dict, originals: dict) -> T.StructType:
+    schema = prepared.rows.schema
+    fields = [T.StructField(KIND, T.StringType())]
+    fields += [T.StructField(key_column(i), schema[key_column(i)].dataType) for i in range(len(prepared.keys))]
+    fields += [T.StructField("window_start", T.LongType()), T.StructField("window_end", T.LongType())]
+    specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
+    fields += [T.StructField(internal, result_type(specs[name], prepared)) for name, internal in aggregates.items()]
+    fields += [T.StructField(internal, schema[name].dataType) for name, internal in originals.items()]
+    fields += [T.StructField("windows_missed", T.LongType()), T.StructField(REASON, T.StringType())]
+    fields += [T.StructField(BUCKET, T.IntegerType()), *[T.StructField(name, T.LongType()) for name in STATS]]
+    return T.StructType(fields)
+
+
+def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], internal: tuple[dict, dict],
+               schema: T.StructType) -> Any:  # fmt: skip
+    """The stateful processor: each bucket's ``OpenWindows``, fed a micro-batch of its rows."""
+    aggregates, originals = internal
+    from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+    spec = cfg.query.spec
+    keys = [key_column(i) for i in range(len(prepared.keys))]
+    specs = {internal: ({**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"})[name]
+             for name, internal in aggregates.items()}  # fmt: skip
+    events_column = aggregates[EVENTS_COLUMN]
+    series_start = None if cfg.query.series_start == "first" else int(cfg.query.series_start)
+    value_columns = [*prepared.value_types, *[valid_column(c) for c in prepared.value_types], *prepared.result_types]
+    columns = [f.name for f in schema.fields]
+    numeric = {f.name for f in schema.fields if isinstance(f.dataType, T.NumericType)}
+    skip_empty = cfg.query.empty_windows == "skip"
+    fail_once = FAIL_ONCE
+
+    class BucketProcessor(StatefulProcessor):
+        def init(self, handle: StatefulProcessorHandle) -> None:
+            self.saved = handle.getValueState("open_windows", T.StructType([T.StructField("state", T.BinaryType())]))
+
+        def handleInputRows(self, key, rows, timerValues):  # noqa: N802, N803 - Spark's names
+            import pandas as pd
+
+            from spanning.engines.engine import build_aggregates
+            from spanning.engines.open_windows import OpenWindows
+
+            names, aggs = build_aggregates(specs)
+            state = OpenWindows(spec, aggs, names, keys, series_start, skip_empty=events_column if skip_empty else None)
+            if self.saved.exists():
+                state.load_bytes(bytes(self.saved.get()[0]))
+            batch = pd.concat(list(rows), ignore_index=True)
+            batch.columns = input_columns  # by position: Spark renames columns such as _seq to _8 on the way
+            control = batch[batch[CONTROL].notna()]
+            batch = batch[batch[CONTROL].isna()]
+            parts = []
+            for clock in control.loc[~control[FLUSH].astype(bool), CONTROL]:  # the watermark first: then the batch
+                parts.append(("windows", state.advance(int(clock))))
+            rejected = batch[batch[REASON].notna()]
+            accepted = batch[batch[REASON].isna()].reset_index(drop=True)
+            events = accepted[[*keys, START, END, SEQ, *value_columns]].rename(
+                columns={START: "start", END: "end", SEQ: "seq"}
+            )
+            windows, late = state.feed(events)
+            parts.append(("windows", windows))
+            if control[FLUSH].astype(bool).any():  # the end of an available-now run
+                parts.append(("windows", state.flush()))
+            data = state.to_bytes()
+            self.saved.update((data,))
+            if fail_once and os.path.exists(fail_once[0]) and len(accepted) and accepted[END].max() >= fail_once[1]:
+                os.remove(fail_once[0])  # after the state update: Spark must not commit it
+                raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
+            out = []
+            for kind, frame in parts:
+                if len(frame):
+                    out.append(frame.assign(**{KIND: kind}))
+            if len(late):
+                rows_of = accepted.iloc[late["row"].to_numpy()]
+                out.append(pd.DataFrame({KIND: "late", "windows_missed": late["windows_missed"].to_numpy(),
+                                         **{i: rows_of[n].to_numpy() for n, i in originals.items()}}))  # fmt: skip
+            if len(rejected):
+                out.append(pd.DataFrame({KIND: "rejected", REASON: rejected[REASON].to_numpy(),
+                                         **{i: rejected[n].to_numpy() for n, i in originals.items()}}))  # fmt: skip
+            stats = {"accepted": len(accepted), "keys": state.n_keys, "held_windows": state.held_windows,
+                     "state_bytes": len(data), "max_end": int(accepted[END].max()) if len(accepted) else None,
+                     "windows": sum(len(f) for f in out if f[KIND].iloc[0] == "windows"), "late": len(late),
+                     "rejected": len(rejected)}  # fmt: skip
+            out.append(pd.DataFrame({KIND: ["stats"], BUCKET: [int(key[0])], **{k: [v] for k, v in stats.items()}}))
+            frame = pd.concat(out, ignore_index=True).reindex(columns=columns)
+            for name in columns:
+                if name not in numeric and frame[name].dtype.kind == "f":  # all null: None, not NaN
+                    frame[name] = pd.Series([None] * len(frame), dtype=object)
+            yield frame
+
+        def close(self) -> None:
+            pass
+
+    return BucketProcessor()
+
+
+class BatchWriter:
+    """``foreachBatch``: one micro-batch of ``StreamQuery.rows`` into windows/, late/, rejected/ and the summary."""
+
+    def __init__(self, job: StreamQuery, output: Path, progress: Any = print) -> None:
+        self.job, self.output, self.progress = job, output, progress
+        self.records = Path(job.options.checkpoint) / "spanning" / "batches"
+        self.records.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.Lock()
+        self.dropped_by_spark = 0
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        began = time.perf_counter()
+        counts = self._write(batch, batch_id)
+        record = {"batch": batch_id, **counts, "seconds": round(time.perf_counter() - began, 3)}
+        self._save(self.records / f"{batch_id:08d}.json", record)
+        self.progress(self.describe(record))
+        self.write_summary()
+
+    def _write(self, batch: DataFrame, batch_id: int) -> dict:
+        """One Spark action (the batch as Arrow, on the driver), then each output's files, whole or not at all."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        job = self.job
+        began = time.perf_counter()
+        as_time = job.prepared.time_is_timestamp
+        keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
+        table = batch.select(
+            F.col(KIND), F.col(BUCKET), *[F.col(c) for c in STATS], *[F.col(c) for c in keys.values()],
+            to_time(F.col("window_start"), job.cfg, as_time).alias("window_start"),
+            to_time(F.col("window_end"), job.cfg, as_time).alias("window_end"),
+            *[F.col(c) for c in job.aggregates.values()], *[F.col(c) for c in job.originals.values()],
+            F.col("windows_missed"), F.col(REASON),
+        ).toArrow()  # fmt: skip
+        computed = time.perf_counter()
+        outputs = {
+            "windows": {**keys, "window_start": "window_start", "window_end": "window_end",
+                        **{n: i for n, i in job.aggregates.items() if n != EVENTS_COLUMN}},
+            "late": {**job.originals, "windows_missed": "windows_missed"},
+            "rejected": {**job.originals, REASON: REASON},
+        }  # fmt: skip
+        kinds = table.column(KIND)
+        counts = {}
+        for kind, columns in outputs.items():
+            rows = table.filter(pc.equal(kinds, kind))
+            counts[kind] = rows.num_rows
+            if not rows.num_rows:
+                continue
+            rows = pa.table({name: rows.column(internal) for name, internal in columns.items()})
+            final = self.output / kind / f"batch={batch_id}"
+            temp = self.output / kind / f"_tmp-batch={batch_id}"
+            shutil.rmtree(temp, ignore_errors=True)
+            temp.mkdir(parents=True)
+            pq.write_table(rows, temp / "part-00000.parquet")
+            shutil.rmtree(final, ignore_errors=True)  # a batch run again after a crash: its own folder, replaced
+            os.replace(temp, final)
+        stats = table.filter(pc.equal(kinds, "stats")).select([BUCKET, *STATS]).to_pylist()
+        buckets = {str(r[BUCKET]): r for r in stats}
+        ends = [b["max_end"] for b in stats if b["max_end"] is not None]
+        return {"rows_read": sum(b["accepted"] for b in stats) + counts["rejected"], **counts,
+                "max_end": max(ends) if ends else None, "compute_seconds": round(computed - began, 3),
+                "write_seconds": round(time.perf_counter() - computed, 3),
+                "buckets": {b: {k: v[k] for k in ("keys", "held_windows", "state_bytes")} for b, v in buckets.items()}}
+
+    @staticmethod
+    def _save(path: Path, content: dict) -> None:
+        temp = path.with_name(f".{path.name}.tmp")
+        temp.write_text(json.dumps(content, indent=1))
+        os.replace(temp, path)
+
+    def batches(self) -> list[dict]:
+        return [json.loads(p.read_text()) for p in sorted(self.records.glob("*.json"))]
+
+    def describe(self, record: dict) -> str:
+        watermark = self.watermark()
+        return (f"batch {record['batch']}: {record['rows_read']} rows, {record['windows']} windows released,"
+                f" {record['late']} late, {record['rejected']} rejected, watermark {watermark}")  # fmt: skip
+
+    def watermark(self) -> int | None:
+        """The stream's watermark: the largest end seen, minus --max-disorder."""
+        ends = [r["max_end"] for r in self.batches() if r.get("max_end") is not None]
+        return max(ends) - self.job.options.max_disorder if ends else None
+
+    def write_summary(self, extra: dict | None = None) -> dict:
+        with self.lock:
+            records = self.batches()
+            total = {name: sum(r[name] for r in records) for name in ("rows_read", "rejected", "late", "windows")}
+            state: dict = {}  # each bucket as its last batch left it
+            for record in records:
+                state.update(record.get("buckets", {}))
+            summary = {
+                **total, "batches": len(records), "watermark": self.watermark(),
+                **{name: sum(b[name] for b in state.values()) for name in ("keys", "held_windows", "state_bytes")},
+                "rows_dropped_by_spark": self.dropped_by_spark,
+                "output": str(self.output), "checkpoint": str(Path(self.job.options.checkpoint).resolve()),
+                **(extra or {}),
+            }  # fmt: skip
+            self._save(self.output / "summary.json", summary)
+            return summary
+
+
+def _control_file(folder: Path, name: str, rows: list[dict]) -> None:
+    """A control file, whole when the control stream sees it (written under a hidden name, then renamed)."""
+    temp = folder / f".{name}.tmp"
+    temp.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    os.replace(temp, folder / name)
+
+
+class IdleFlush:
+    """With ``--idle-flush``: after each batch, the watermark as a control file for every bucket (``advance``)."""
+
+    def __init__(self, job: StreamQuery, writer: BatchWriter) -> None:
+        self.job, self.writer = job, writer
+        self.folder = Path(job.options.checkpoint) / "spanning" / "control"
+
+    def after_batch(self, batch_id: int) -> None:
+        options, spec = self.job.options, self.job.cfg.query.spec
+        watermark = self.writer.watermark()
+        if options.idle_flush is None or watermark is None:
+            return
+        # windows whose end the watermark passed by --idle-flush: released by a clock past end + TTP
+        clock = watermark - options.idle_flush + spec.ttp + 1
+        _control_file(self.folder, f"advance-{batch_id:08d}.json",
+                      [{BUCKET: b, CONTROL: clock, FLUSH: False} for b in range(options.buckets)])  # fmt: skip
+
+
+def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, progress: Any = print) -> dict:
+    """Run ``spanning stream`` until its trigger ends it (available-now) or Ctrl-C; returns the summary."""
+    from spanning.app.stream_command import stream_output
+    from spark_jobs.session import get_session
+
+    output = stream_output(cfg, options)
+    for orphan in output.glob("*/_tmp-batch=*"):  # a batch killed while writing: run again from the checkpoint
+        shutil.rmtree(orphan, ignore_errors=True)
+    spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
+    job = streaming_rows(spark, cfg, options)
+    writer = BatchWriter(job, output, progress)
+    idle = IdleFlush(job, writer)
+
+    def each_batch(batch: DataFrame, batch_id: int) -> None:
+        writer(batch, batch_id)
+        idle.after_batch(batch_id)
+
+    def start() -> Any:
+        return (job.rows.writeStream.foreachBatch(each_batch)
+                .option("checkpointLocation", str(Path(options.checkpoint) / "query"))
+                .trigger(**options.spark_trigger).start())  # fmt: skip
+
+    stopped = False
+    query = start()
+    try:
+        _wait(query, writer)
+        if options.trigger == "available-now" and options.final_flush:  # the end of the stream: every key
+            control = Path(options.checkpoint) / "spanning" / "control"
+            _control_file(control, f"flush-{time.time_ns()}.json",
+                          [{BUCKET: b, CONTROL: 0, FLUSH: True} for b in range(options.buckets)])  # fmt: skip
+            query = start()
+            _wait(query, writer)
+    except KeyboardInterrupt:
+        query.stop()
+        stopped = True
+    return writer.write_summary({"stopped": stopped})
+
+
+def _wait(query: Any, writer: BatchWriter) -> None:
+    """Until the query ends; Spark's count of rows its watermark dropped goes into the summary (it stays 0)."""
+    seen: set = set()
+    while True:
+        ended = query.awaitTermination(1)
+        for progress in query.recentProgress:
+            if progress["batchId"] in seen or progress["id"] is None:
+                continue
+            seen.add(progress["batchId"])
+            operators = progress.get("stateOperators", [])
+            writer.dropped_by_spark += sum(op.get("numRowsDroppedByWatermark", 0) for op in operators)
+        if ended:
+            break
+    if query.exception() is not None:
+        raise query.exception()

@@ -1,0 +1,296 @@
+"""``spanning stream`` on Structured Streaming: a drained stream equals ``spanning run`` and the oracle; late
+rows are reported, never dropped; windows are released on the key's clock, by --idle-flush and at the end;
+a crash (an exception, or a hard kill of the process group) and a restart give the same output.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spanning.app.jobspec import UsageError
+from spanning.app.stream_command import StreamOptions
+from tests.oracle import oracle
+from tests.streams import assert_same_windows, frame_windows
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample_cdr.csv"
+QUERY = ["--range", "15m", "--slide", "5m", "--ttp", "10m", "--start", "start", "--end", "end", "--key", "cell",
+         "--agg", "count", "--agg", "sum:bytes", "--agg", "max:duration"]  # fmt: skip
+AGGS = {"count": "count", "sum_bytes": "sum:bytes", "max_duration": "max:duration"}
+
+
+def drop_files(folder: Path, frames: list[pd.DataFrame]) -> None:
+    """One CSV file per frame, landing in name order (the file source takes them by modification time)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    now = time.time() - 1000
+    for i, frame in enumerate(frames):
+        temp = folder.parent / f".part-{i:03d}.csv"
+        frame.to_csv(temp, index=False)
+        target = folder / f"cdr-{i:03d}.csv"
+        os.replace(temp, target)  # whole files only: written elsewhere, renamed in
+        os.utime(target, (now + i, now + i))
+
+
+def by_end(frame: pd.DataFrame, pieces: int) -> list[pd.DataFrame]:
+    """The sample cut into ``pieces`` files by end time (unparseable ends last), so that files arrive in order."""
+    ends = pd.to_datetime(frame["end"], errors="coerce")
+    ordered = frame.assign(_e=ends).sort_values("_e", kind="stable", na_position="last").drop(columns="_e")
+    return [part for part in np.array_split(ordered, pieces)]
+
+
+def seconds(column: pd.Series) -> pd.Series:
+    """Timestamps as epoch seconds."""
+    return (pd.to_datetime(column, utc=True) - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)
+
+
+def stream_cli(*args: str) -> int:
+    from spanning.cli import main
+
+    return main(["stream", *args])
+
+
+def read_folder(path: Path) -> pd.DataFrame:
+    parts = sorted(path.glob("batch=*/*.parquet"))
+    if not parts:
+        return pd.DataFrame()
+    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+
+
+def windows_of(output: Path) -> pd.DataFrame:
+    frame = read_folder(output / "windows")
+    if frame.empty:
+        return frame
+    return frame.sort_values(["cell", "window_start"]).reset_index(drop=True)
+
+
+def late_of(output: Path) -> pd.DataFrame:
+    frame = read_folder(output / "late")
+    if frame.empty:
+        return frame
+    return frame.sort_values(["call_id"]).reset_index(drop=True)
+
+
+def run_batch_job(inputs: Path, output: Path) -> None:
+    from spanning.cli import main
+
+    assert main(["run", str(inputs), *QUERY, "--series-start", "first", "--engine", "local",
+                 "--output", str(output)]) == 0  # fmt: skip
+
+
+def summary_of(output: Path) -> dict:
+    import json
+
+    return json.loads((output / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def in_order(spark, tmp_path_factory):
+    """The bundled sample as 10 files in end order, streamed one file per trigger, and the batch job on them."""
+    base = tmp_path_factory.mktemp("stream-in-order")
+    drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str), 10))
+    assert stream_cli(str(base / "in"), "--output", str(base / "out"), "--checkpoint", str(base / "chk"), *QUERY,
+                      "--max-files-per-trigger", "1", "--master", "local[2]") == 0  # fmt: skip
+    run_batch_job(base / "in", base / "batch")
+    return base
+
+
+def test_drained_stream_equals_the_batch_job(in_order):
+    stream, batch = windows_of(in_order / "out"), pd.read_parquet(in_order / "batch" / "windows")
+    batch = batch.sort_values(["cell", "window_start"]).reset_index(drop=True)
+    assert len(stream) > 1000
+    pd.testing.assert_frame_equal(stream[batch.columns.tolist()], batch, check_dtype=False)
+    late, batch_late = late_of(in_order / "out"), pd.read_parquet(in_order / "batch" / "late")
+    assert late["call_id"].tolist() == sorted(batch_late["call_id"].tolist())
+    assert late["windows_missed"].tolist() == batch_late.sort_values("call_id")["windows_missed"].tolist()
+    summary, batch_summary = summary_of(in_order / "out"), summary_of(in_order / "batch")
+    assert summary["batches"] >= 11  # one per file, and the final flush
+    for name in ("rows_read", "rejected", "late"):
+        assert summary[name] == batch_summary[name], name
+    rejected = read_folder(in_order / "out" / "rejected")
+    assert len(rejected) == summary["rejected"] > 0 and rejected["reason"].notna().all()
+    assert summary["rows_read"] == 20_000, "every row read is an event or a rejected row"
+    assert summary["rows_dropped_by_spark"] == 0
+
+
+def oracle_events(frames: list[pd.DataFrame]) -> list:
+    """The arrival order of a stream of ``frames``: file after file, each file's calls in end order (per key)."""
+    events = []
+    for frame in frames:
+        start = pd.to_datetime(frame["start"]).astype("int64") // 10**9
+        end = pd.to_datetime(frame["end"]).astype("int64") // 10**9
+        part = frame.assign(t_start=start.to_numpy(), t_end=end.to_numpy(), v_bytes=pd.to_numeric(frame["bytes"]),
+                            v_duration=pd.to_numeric(frame["duration"]))  # fmt: skip
+        part = part.assign(arrives=np.where(part["t_end"] > part["t_start"], part["t_end"], part["t_start"] + 1))
+        part = part.sort_values(["arrives"], kind="stable")
+        events += [(r.cell, int(r.t_start), int(r.t_end), {"bytes": int(r.v_bytes), "duration": int(r.v_duration),
+                                                            "call_id": r.call_id})
+                   for r in part.itertuples()]  # fmt: skip
+    return events
+
+
+def clean_calls(n: int, seed: int) -> pd.DataFrame:
+    """Valid calls only (the oracle knows no rejection), over 4 cells and 6 hours."""
+    rng = np.random.default_rng(seed)
+    start = pd.Timestamp("2024-03-04").value // 10**9 + rng.integers(0, 6 * 3600, n)
+    duration = np.where(rng.random(n) < 0.1, rng.integers(0, 7200, n), rng.integers(0, 600, n))
+    as_text = lambda t: pd.to_datetime(t, unit="s").strftime("%Y-%m-%d %H:%M:%S")  # noqa: E731
+    return pd.DataFrame({"call_id": np.arange(n).astype(str), "cell": [f"cell-{i}" for i in rng.integers(0, 4, n)],
+                         "start": as_text(start), "end": as_text(start + duration), "duration": duration.astype(str),
+                         "bytes": rng.integers(0, 10**6, n).astype(str)})  # fmt: skip
+
+
+def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path):
+    calls = clean_calls(600, seed=7)
+    ends = pd.to_datetime(calls["end"])
+    frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in
+              zip(pd.date_range("2024-03-04", periods=7, freq="2h")[:-1],
+                  pd.date_range("2024-03-04", periods=7, freq="2h")[1:], strict=True)]  # fmt: skip
+    frames = [frames[i] for i in (0, 2, 1, 4, 3, 5)]  # later files hold older calls
+    drop_files(tmp_path / "in", frames)
+    assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
+                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]") == 0  # fmt: skip
+    events = oracle_events(frames)
+    expected, expected_late = oracle(events, 900, 300, 600, 0, {"count": "count", "sum_bytes": "sum:bytes",
+                                                                 "max_duration": "max:duration"})  # fmt: skip
+    got = windows_of(tmp_path / "out")
+    got = got.assign(window_start=seconds(got["window_start"]), window_end=seconds(got["window_end"]))
+    expected = {k: [w for w in ws if w[2]["count"]] for k, ws in expected.items()}  # the job skips empty windows
+    assert_same_windows(frame_windows(got, AGGS, key="cell"), expected)
+    late = late_of(tmp_path / "out")
+    assert len(late) > 0, "older calls arriving later must be late"
+    missed = {events[seq][3]["call_id"]: n for seq, n in expected_late.items()}
+    assert dict(zip(late["call_id"].astype(str), late["windows_missed"], strict=True)) == missed
+    summary = summary_of(tmp_path / "out")
+    assert summary["rows_dropped_by_spark"] == 0 and summary["late"] == len(missed)
+    assert summary["rows_read"] == len(calls) and summary["rejected"] == 0
+
+
+def test_restart_with_other_windows_is_refused(in_order, capsys):
+    code = stream_cli(str(in_order / "in"), "--output", str(in_order / "out"), "--checkpoint", str(in_order / "chk"),
+                      *[a if a != "5m" else "1m" for a in QUERY], "--master", "local[2]")  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "was made for another query" in err and "slide 300 -> 60" in err and "Traceback" not in err
+
+
+def test_missing_checkpoint_is_a_usage_error(tmp_path, capsys):
+    assert stream_cli(str(tmp_path), "--output", str(tmp_path / "out"), *QUERY) == 2
+    err = capsys.readouterr().err
+    assert "--checkpoint" in err and "required" in err
+
+
+def test_missing_protobuf_and_other_state_provider_are_usage_errors(monkeypatch):
+    from spark_jobs import stream
+
+    class Conf:
+        def __init__(self, value):
+            self.value = value
+
+        def get(self, key, default=None):
+            return self.value
+
+    class Spark:
+        def __init__(self, value):
+            self.sparkContext = type("SC", (), {"getConf": lambda _self: Conf(value)})()
+            self.conf = type("C", (), {"set": lambda _self, k, v: None})()
+
+    with pytest.raises(UsageError, match="RocksDB"):
+        stream.check_streaming_support(Spark("org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"))  # noqa: E501
+    stream.check_streaming_support(Spark(None))
+    monkeypatch.setitem(sys.modules, "google.protobuf.descriptor", None)
+    with pytest.raises(UsageError, match="protobuf"):
+        stream.check_streaming_support(Spark(None))
+
+
+def test_stream_options_are_checked():
+    with pytest.raises(UsageError, match="--trigger"):
+        StreamOptions("chk", trigger="soon")
+    assert StreamOptions("chk", trigger="30s").spark_trigger == {"processingTime": "30 seconds"}
+    assert StreamOptions("chk").spark_trigger == {"availableNow": True}
+
+
+@pytest.fixture(scope="module")
+def four_files(tmp_path_factory):
+    """The first 8,000 rows of the sample (in end order) as 4 files, and the batch job's output on them."""
+    base = tmp_path_factory.mktemp("stream-four")
+    drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str), 10)[:4])
+    run_batch_job(base / "in", base / "batch")
+    return base
+
+
+def assert_equals_batch_job(output: Path, batch: Path) -> None:
+    got = windows_of(output)
+    expected = pd.read_parquet(batch / "windows").sort_values(["cell", "window_start"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got[expected.columns.tolist()], expected, check_dtype=False)
+    late = late_of(output)
+    expected_late = pd.read_parquet(batch / "late").sort_values("call_id").reset_index(drop=True)
+    columns = ["call_id", "windows_missed"]
+    assert late[columns].values.tolist() == expected_late[columns].values.tolist()
+    assert summary_of(output)["rows_read"] == summary_of(batch)["rows_read"]
+
+
+def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, four_files, tmp_path, monkeypatch):
+    from spark_jobs import stream
+
+    flag = tmp_path / "fail-once"
+    flag.touch()
+    third = pd.read_csv(sorted((four_files / "in").glob("*.csv"))[2], dtype=str)
+    middle = int(pd.to_datetime(third["end"], errors="coerce").min().value // 10**9)  # a bucket of the third file
+    monkeypatch.setattr(stream, "FAIL_ONCE", (str(flag), middle))
+    args = [str(four_files / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
+            "--max-files-per-trigger", "1", "--master", "local[2]"]  # fmt: skip
+    assert stream_cli(*args) == 1, "the injected failure stops the stream"
+    assert not flag.exists()
+    assert 1 <= summary_of(tmp_path / "out")["batches"] <= 3
+    assert stream_cli(*args) == 0, "the restart goes on from the checkpoint"
+    assert_equals_batch_job(tmp_path / "out", four_files / "batch")
+
+
+def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(four_files, tmp_path):
+    args = [sys.executable, "-m", "spanning.cli", "stream", str(four_files / "in"), "--output", str(tmp_path / "out"),
+            "--checkpoint", str(tmp_path / "chk"), *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]"]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    child = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 300
+    while not (tmp_path / "out" / "windows" / "batch=1").exists():  # the second batch is written: kill the third
+        assert child.poll() is None and time.time() < deadline, "the stream ended before it could be killed"
+        time.sleep(0.05)
+    os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and the Python workers: no clean-up
+    child.wait(timeout=60)
+    assert summary_of(tmp_path / "out")["batches"] < 5
+    again = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert not list((tmp_path / "out").glob("*/_tmp-batch=*")), "orphan folders of the killed batch are removed"
+    assert_equals_batch_job(tmp_path / "out", four_files / "batch")
+
+
+def test_idle_flush_releases_a_quiet_key_and_no_final_flush_keeps_windows_open(spark, tmp_path):
+    def calls(rows):
+        return pd.DataFrame(rows, columns=["call_id", "cell", "start", "end", "duration", "bytes"]).astype(str)
+
+    first = calls([(1, "busy", "2024-03-04 00:00:00", "2024-03-04 00:02:00", 120, 10),
+                   (2, "quiet", "2024-03-04 00:01:00", "2024-03-04 00:03:00", 120, 20)])  # fmt: skip
+    later = calls([(3, "busy", "2024-03-04 03:00:00", "2024-03-04 03:01:00", 60, 30)])
+    drop_files(tmp_path / "in", [first, later])
+    args = [str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
+            "--max-files-per-trigger", "1", "--master", "local[2]", "--no-final-flush", "--idle-flush", "1h"]
+    assert stream_cli(*args) == 0
+    after_first = windows_of(tmp_path / "out")
+    assert "quiet" not in set(after_first["cell"]), "nothing passes the quiet key's clock, and no final flush"
+    assert set(after_first["cell"]) == {"busy"}, "the busy key's clock released its early windows"
+    assert stream_cli(*args) == 0  # no new file: the control files of the watermark (03:01) reach every bucket
+    windows = windows_of(tmp_path / "out")
+    quiet = windows[windows["cell"] == "quiet"]
+    assert seconds(quiet["window_start"]).tolist() == [1709509800, 1709510100, 1709510400]  # 23:50, 23:55, 00:00
+    busy_last = seconds(windows.loc[windows["cell"] == "busy", "window_start"]).max()
+    assert busy_last < 1709521200, "the busy key's windows near 03:00 stay open: the watermark passed them by < 1h"
