@@ -80,6 +80,40 @@ def run_ours(folder: Path, work: Path, buckets: int) -> dict:
     return {"wall": wall, "summary": summary, "batches": records}
 
 
+def run_peer(folder: Path, work: Path) -> dict:
+    """What a Spark user writes instead: explode each call into its windows, withWatermark, groupBy, append."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = SparkSession.getActiveSession()
+    schema = spark.read.parquet(str(folder)).schema
+    calls = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(folder))
+    start, end = F.unix_timestamp(F.to_timestamp("start")), F.unix_timestamp(F.to_timestamp("end"))
+    first = F.floor((start - 900) / 300) + 1  # windows [300k, 300k + 900) that the call overlaps
+    last = F.floor((F.greatest(end, start + 1) - 1) / 300)
+    windows = calls.where(start.isNotNull() & end.isNotNull() & (end >= start)).select(
+        "cell", "bytes", "duration", F.explode(F.sequence(first, last)).alias("k"))
+    windows = windows.withColumn("window_start", F.timestamp_seconds(F.col("k") * 300))
+    result = (windows.withWatermark("window_start", "25 minutes")  # window end + TTP, as ours releases
+              .groupBy("cell", "window_start")
+              .agg(F.count(F.lit(1)).alias("count"), F.sum("bytes").alias("sum_bytes"),
+                   F.max("duration").alias("max_duration")))  # fmt: skip
+    written = []
+
+    def each_batch(batch, batch_id):
+        written.append(batch.count())
+
+    began = time.perf_counter()
+    query = (result.writeStream.outputMode("append").foreachBatch(each_batch)
+             .option("checkpointLocation", str(work / "peer-chk")).trigger(availableNow=True).start())  # fmt: skip
+    query.awaitTermination()
+    wall = time.perf_counter() - began
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    dropped = sum(op.get("numRowsDroppedByWatermark", 0) for p in query.recentProgress for op in p["stateOperators"])
+    return {"wall": wall, "batch_seconds": [p["durationMs"]["triggerExecution"] / 1000 for p in progress],
+            "rows": sum(p["numInputRows"] for p in progress), "windows": sum(written), "dropped": dropped}
+
+
 def _median(values) -> float | None:
     values = list(values)
     return round(float(np.median(values)), 2) if values else None
@@ -117,6 +151,8 @@ def main() -> int:
     parser.add_argument("--buckets", type=int, default=64)
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--peer", action="store_true", help="also the Spark SQL streaming query a user would write")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (ours, peer, ours, peer, ...)")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="bench-stream-"))
@@ -125,8 +161,26 @@ def main() -> int:
         files = make_files(work / "in", args.rows, args.rows_per_trigger, args.cells, args.format)
         print(f"{args.rows:,} CDRs, {args.cells:,} cells, {files} {args.format} files of {args.rows_per_trigger:,} rows"
               f" ({time.perf_counter() - began:.1f} s to generate)")  # fmt: skip
-        result = report(run_ours(work / "in", work, args.buckets))
-        print(json.dumps(result, indent=1))
+        from spark_jobs.session import get_session
+
+        get_session("local[2]")
+        ours, peers = [], []
+        for round_ in range(args.rounds):
+            ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets)))
+            print(json.dumps(ours[-1], indent=1))
+            if args.peer:
+                peers.append(run_peer(work / "in", work / f"peer-{round_}"))
+                peer = peers[-1]
+                print(json.dumps({"peer_wall_seconds": round(peer["wall"], 1),
+                                  "peer_sustained_events_per_second": round(sum(peer["batch_seconds"][1:]) and
+                                      (peer["rows"] - peer["rows"] / len(peer["batch_seconds"]))
+                                      / sum(peer["batch_seconds"][1:])),
+                                  "peer_batch_seconds_median": _median(peer["batch_seconds"][1:]),
+                                  "peer_windows": peer["windows"], "peer_rows_dropped_by_watermark": peer["dropped"]},
+                                 indent=1))  # fmt: skip
+        if peers:
+            ratios = [p["wall"] / o["wall_seconds"] for o, p in zip(ours, peers, strict=True)]
+            print(f"wall time, peer / ours: {', '.join(f'{r:.2f}' for r in ratios)}")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -199,7 +199,9 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
     aggregates, originals = internal
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-    spec = cfg.query.spec
+    # only plain values in the closure: Spark's driver-side runner unpickles the processor where the shipped
+    # engine is not importable (it runs the executors' Python on the driver's host)
+    window = (cfg.query.spec.range, cfg.query.spec.slide, cfg.query.spec.ttp, cfg.query.spec.offset)
     keys = [key_column(i) for i in range(len(prepared.keys))]
     specs = {internal: ({**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"})[name]
              for name, internal in aggregates.items()}  # fmt: skip
@@ -220,9 +222,11 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
 
             from spanning.engines.engine import build_aggregates
             from spanning.engines.open_windows import OpenWindows
+            from spanning.kernels.windows import WindowSpec
 
             names, aggs = build_aggregates(specs)
-            state = OpenWindows(spec, aggs, names, keys, series_start, skip_empty=events_column if skip_empty else None)
+            state = OpenWindows(WindowSpec(*window), aggs, names, keys, series_start,
+                                skip_empty=events_column if skip_empty else None)  # fmt: skip
             if self.saved.exists():
                 state.load_bytes(bytes(self.saved.get()[0]))
             batch = pd.concat(list(rows), ignore_index=True)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-BARE_PACKAGES = ("numpy", "pandas", "pyarrow")  # all that an executor of a cluster needs installed
+# all that an executor of a cluster needs installed (pip name: import name); protobuf for spanning stream's state API
+BARE_PACKAGES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "protobuf": "google.protobuf"}
 # what must not leak into the bare Python, whatever the machine's configuration
 _OWN_ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
 
@@ -29,12 +30,13 @@ def spark():
 
 @pytest.fixture(scope="session")
 def bare_python(tmp_path_factory) -> Path:
-    """The ``python`` of a new venv holding only numpy, pandas (<3) and pyarrow: not the project, not
+    """The ``python`` of a new venv holding only numpy, pandas (<3), pyarrow and protobuf: not the project, not
     sortedcontainers, not pyspark (Spark puts its own pyspark.zip on its workers' path).
 
     The versions are the ones of this venv, so pip takes them from its cache or the machine's configured
     indexes; about 10 s on two cores. A venv ``--without-pip``, installed by this venv's pip (``--python``).
     """
+    import google.protobuf
     import numpy
     import pandas
     import pyarrow
@@ -44,14 +46,16 @@ def bare_python(tmp_path_factory) -> Path:
     env = {k: v for k, v in os.environ.items() if k not in _OWN_ENVIRONMENT}
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], env=env, check=True, timeout=300)
     python = venv / "bin" / "python"
-    pins = [f"numpy=={numpy.__version__}", f"pandas=={pandas.__version__}", f"pyarrow=={pyarrow.__version__}"]
+    pins = [f"numpy=={numpy.__version__}", f"pandas=={pandas.__version__}", f"pyarrow=={pyarrow.__version__}",
+            f"protobuf=={google.protobuf.__version__}"]
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", *pins],
                              env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert install.returncode == 0, install.stderr[-3000:]
     probe = "import importlib.util as u, json, sys; print(json.dumps([n for n in sys.argv[1:] if u.find_spec(n)]))"
-    names = [*sorted(BARE_PACKAGES), "spanning", "buckets", "sweeping", "spark_jobs", "sortedcontainers", "pyspark"]
+    names = [*sorted(BARE_PACKAGES.values()), "spanning", "buckets", "sweeping", "spark_jobs", "sortedcontainers",
+             "pyspark"]
     found = subprocess.run([str(python), "-c", probe, *names], env=env, cwd=venv, capture_output=True, text=True,
                            check=True, timeout=120)  # fmt: skip
-    assert json.loads(found.stdout) == sorted(BARE_PACKAGES), found.stdout  # no project, no sortedcontainers
+    assert json.loads(found.stdout) == sorted(BARE_PACKAGES.values()), found.stdout  # no project, no sortedcontainers
     print(f"bare venv with {', '.join(pins)}: {time.perf_counter() - began:.1f} s", file=sys.stderr)
     return python

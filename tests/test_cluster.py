@@ -103,6 +103,16 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
         "ml": [*query, *on_cluster, "--technique", "se-ml-slicing", "--height", "2"],  # the per-event engine
     }
     argvs = [["run", *argv, "--output", str(tmp_path / name)] for name, argv in runs.items()]
+    arriving = tmp_path / "arriving"  # spanning stream: the same calls as two files, the state on the executors
+    arriving.mkdir()
+    calls = pd.read_csv(sample, dtype=str, keep_default_na=False)  # "n/a" stays text, as the job reads it
+    calls = calls.assign(_e=pd.to_datetime(calls["end"], errors="coerce")).sort_values("_e", na_position="last")
+    for i, half in enumerate((calls.iloc[: len(calls) // 2], calls.iloc[len(calls) // 2 :])):
+        half.drop(columns="_e").to_csv(arriving / f"part-{i}.csv", index=False)
+        os.utime(arriving / f"part-{i}.csv", (1e9 + i, 1e9 + i))
+    stream = ["stream", str(arriving), *query[1:], "--master", MASTER, "--partitions", "4", "--max-files-per-trigger",
+              "1", "--output", str(tmp_path / "stream"), "--checkpoint", str(tmp_path / "chk")]
+    argvs.append(stream)
     broken = ["run", *windows, "--agg", "count", *on_cluster, "--output", str(tmp_path / "broken")]
     # no PYTHONPATH: local-cluster hands the driver's to the executors' Python, which must not find the checkout
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
@@ -117,7 +127,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     print("seconds per run:", [run[2] for run in [*report["runs"], report["broken"]]])
-    for (code, err, _), name in zip(report["runs"], runs, strict=True):
+    for (code, err, _), name in zip(report["runs"], [*runs, "stream"], strict=True):
         assert code == 0 and err == "", (name, err)
 
     python, *origins = report["executor"]
@@ -135,6 +145,13 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
             assert sorted(pd.read_parquet(output / part)["call_id"]) == sorted(
                 pd.read_parquet(local / part)["call_id"]
             ), (name, part)
+
+    first = ["run", str(arriving), *query[1:], "--engine", "local", "--series-start", "first", "--output",
+             str(tmp_path / "first")]  # fmt: skip
+    assert main(first) == 0  # a drained stream equals the batch job whose series start at the first arrival
+    streamed = pd.concat([read_output(p) for p in sorted((tmp_path / "stream" / "windows").glob("batch=*"))])
+    assert_frames_match(streamed, read_output(tmp_path / "first" / "windows"), ["cell"])
+    assert json.loads((tmp_path / "stream" / "summary.json").read_text())["rows_read"] == len(calls)
 
     code, err, _ = report["broken"]
     assert code != 0, "the job no longer refers to spark_jobs.windowed.user_errors: inject the failure elsewhere"

@@ -96,7 +96,7 @@ def summary_of(output: Path) -> dict:
 def in_order(spark, tmp_path_factory):
     """The bundled sample as 10 files in end order, streamed one file per trigger, and the batch job on them."""
     base = tmp_path_factory.mktemp("stream-in-order")
-    drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str), 10))
+    drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 10))
     assert stream_cli(str(base / "in"), "--output", str(base / "out"), "--checkpoint", str(base / "chk"), *QUERY,
                       "--max-files-per-trigger", "1", "--master", "local[2]") == 0  # fmt: skip
     run_batch_job(base / "in", base / "batch")
@@ -222,7 +222,7 @@ def test_stream_options_are_checked():
 def four_files(tmp_path_factory):
     """The first 8,000 rows of the sample (in end order) as 4 files, and the batch job's output on them."""
     base = tmp_path_factory.mktemp("stream-four")
-    drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str), 10)[:4])
+    drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 10)[:4])
     run_batch_job(base / "in", base / "batch")
     return base
 
@@ -243,7 +243,7 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
 
     flag = tmp_path / "fail-once"
     flag.touch()
-    third = pd.read_csv(sorted((four_files / "in").glob("*.csv"))[2], dtype=str)
+    third = pd.read_csv(sorted((four_files / "in").glob("*.csv"))[2], dtype=str, keep_default_na=False)
     middle = int(pd.to_datetime(third["end"], errors="coerce").min().value // 10**9)  # a bucket of the third file
     monkeypatch.setattr(stream, "FAIL_ONCE", (str(flag), middle))
     args = [str(four_files / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
