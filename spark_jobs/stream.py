@@ -388,11 +388,13 @@ def _control_file(folder: Path, name: str, rows: list[dict]) -> None:
 
 
 class IdleFlush:
-    """With ``--idle-flush``: after each batch, the watermark as a control file for every bucket (``advance``)."""
+    """With ``--idle-flush``: after a batch that moved the watermark, a control file for every bucket (``advance``)."""
 
     def __init__(self, job: StreamQuery, writer: BatchWriter) -> None:
         self.job, self.writer = job, writer
         self.folder = Path(job.options.checkpoint) / "spanning" / "control"
+        clocks = [json.loads(p.read_text().splitlines()[0])[CONTROL] for p in self.folder.glob("advance-*.json")]
+        self.last = max(clocks, default=None)  # the clock of the last control file: only a later one is written
 
     def after_batch(self, batch_id: int) -> None:
         options, spec = self.job.options, self.job.cfg.query.spec
@@ -401,8 +403,11 @@ class IdleFlush:
             return
         # windows whose end the watermark passed by --idle-flush: released by a clock past end + TTP
         clock = watermark - options.idle_flush + spec.ttp + 1
+        if self.last is not None and clock <= self.last:
+            return  # nothing new to release (and no batch of its own to trigger)
         _control_file(self.folder, f"advance-{batch_id:08d}.json",
                       [{BUCKET: b, CONTROL: clock, FLUSH: False} for b in range(options.buckets)])  # fmt: skip
+        self.last = clock
 
 
 def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, progress: Any = print) -> dict:
@@ -410,11 +415,12 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
     from spanning.app.stream_command import stream_output
     from spark_jobs.session import get_session
 
+    stream_output(cfg, options, create=False)  # a harmful --output fails before Spark starts
+    spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
+    job = streaming_rows(spark, cfg, options)
     output = stream_output(cfg, options)
     for orphan in output.glob("*/_tmp-batch=*"):  # a batch killed while writing: run again from the checkpoint
         shutil.rmtree(orphan, ignore_errors=True)
-    spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
-    job = streaming_rows(spark, cfg, options)
     writer = BatchWriter(job, output, progress)
     idle = IdleFlush(job, writer)
 

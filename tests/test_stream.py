@@ -294,3 +294,39 @@ def test_idle_flush_releases_a_quiet_key_and_no_final_flush_keeps_windows_open(s
     assert seconds(quiet["window_start"]).tolist() == [1709509800, 1709510100, 1709510400]  # 23:50, 23:55, 00:00
     busy_last = seconds(windows.loc[windows["cell"] == "busy", "window_start"]).max()
     assert busy_last < 1709521200, "the busy key's windows near 03:00 stay open: the watermark passed them by < 1h"
+
+
+def test_processing_time_trigger_flushes_idle_keys_live_and_stops_cleanly_on_ctrl_c(tmp_path):
+    def calls(rows):
+        return pd.DataFrame(rows, columns=["call_id", "cell", "start", "end", "duration", "bytes"]).astype(str)
+
+    drop_files(tmp_path / "in", [calls([(1, "busy", "2024-03-04 00:00:00", "2024-03-04 00:02:00", 120, 10),
+                                        (2, "quiet", "2024-03-04 00:01:00", "2024-03-04 00:03:00", 120, 20)])])
+    args = [sys.executable, "-m", "spanning.cli", "stream", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
+            "--checkpoint", str(tmp_path / "chk"), *QUERY, "--master", "local[2]", "--trigger", "1s",
+            "--idle-flush", "1h"]  # fmt: skip
+    child = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        deadline = time.time() + 240
+
+        def wait_for(condition, what):
+            while not condition():
+                assert child.poll() is None and time.time() < deadline, f"no {what}"
+                time.sleep(0.2)
+
+        wait_for(lambda: (tmp_path / "out" / "summary.json").exists(), "first batch")
+        later = calls([(3, "busy", "2024-03-04 03:00:00", "2024-03-04 03:01:00", 60, 30)])
+        drop_files(tmp_path / "more", [later])
+        os.replace(tmp_path / "more" / "cdr-000.csv", tmp_path / "in" / "cdr-001.csv")  # lands while it runs
+        wait_for(lambda: "quiet" in set(windows_of(tmp_path / "out").get("cell", [])), "idle flush of the quiet key")
+        time.sleep(3)  # a few idle triggers: no control file without a new watermark, so no batch
+        batches = summary_of(tmp_path / "out")["batches"]
+        time.sleep(3)
+        assert summary_of(tmp_path / "out")["batches"] == batches, "an unchanged watermark triggers nothing"
+    finally:
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=60)
+    assert child.returncode == 0, out
+    assert "stopped; restart with the same --checkpoint" in out
+    assert summary_of(tmp_path / "out")["stopped"] is True

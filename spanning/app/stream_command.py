@@ -61,8 +61,10 @@ class StreamOptions:
         return {"processingTime": f"{number} {words[unit]}"}
 
 
-def stream_output(cfg: RunConfig, options: StreamOptions) -> Path:
-    """The output folder of a stream: new, or the one this checkpoint wrote (a restart). It carries a marker."""
+def stream_output(cfg: RunConfig, options: StreamOptions, create: bool = True) -> Path:
+    """The output folder of a stream: new, or the one this checkpoint wrote (a restart). It carries a marker.
+
+    With ``create=False`` it is only checked (before anything is read), not made."""
     final = final_path(cfg.output.folder)
     checkpoint = str(Path(options.checkpoint).expanduser().resolve())
     marker = {"tool": "spanning", "stream": True, "checkpoint": checkpoint}
@@ -79,8 +81,9 @@ def stream_output(cfg: RunConfig, options: StreamOptions) -> Path:
         resolved = path.expanduser().resolve()
         if final == resolved or resolved in final.parents or final in resolved.parents:
             raise UsageError(f"--output {cfg.output.folder} and the input folder {path} must not hold each other")
-    final.mkdir(parents=True, exist_ok=True)
-    (final / MARKER).write_text(json.dumps(marker, indent=1))
+    if create:
+        final.mkdir(parents=True, exist_ok=True)
+        (final / MARKER).write_text(json.dumps(marker, indent=1))
     return final
 
 
