@@ -25,7 +25,13 @@ def spark():
 
     session = get_session("local[2]")
     yield session
+    root = session.sparkContext._temp_dir if hasattr(session.sparkContext, "_temp_dir") else None
     session.stop()
+    # addPyFile put the engine zip on this process's path; stopping deletes it: later imports must not look there
+    shipped = [p for p in sys.path if p.endswith(".zip") and ("userFiles-" in p or (root and p.startswith(root)))]
+    for path in shipped:
+        sys.path.remove(path)
+        sys.path_importer_cache.pop(path, None)
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ DATE_TIMES = [
     (" 2024-03-04 10:00 ", "2024-03-04 10:01  ", None),  # spaces around
     ("2024-03-04 10:00:00+18:00", "2024-03-04 10:00:00-17:59", None),  # the widest offsets Java takes
     ("2024-03-04 10:00:00+19:00", "2024-03-04 11:00:00", START_BAD),
-    ("0001-01-02 00:00:00", "9999-12-31 23:59:59", None),  # (0001-01-01: see KNOWN_DIFFERENCES)
+    ("0001-01-01 00:00:00", "9999-12-31 23:59:59", None),  # the first and last seconds (Paris: LMT, +00:09:21)
     ("2024-02-29 00:00:00", "2024-03-01 00:00:00", None),  # a leap day
     ("2023-02-29 00:00:00", "2024-03-01 00:00:00", START_BAD),  # no such day
     ("2024-02-30 10:00:00", "2024-03-01 00:00:00", START_BAD),
@@ -69,6 +69,8 @@ DATE_TIMES = [
     ("2024-03-04T10:00", "2024-03-04 10:00:00", None),
     ("2024/03/04 10:00:00", "2024-03-04 10:00:00", START_BAD),
     ("2024-03-04 10:00:00 UTC", "2024-03-04 10:00:00", START_BAD),
+    ("1600-06-15 12:00:00.5", "2300-07-01 12:00:00", None),  # beyond pandas' nanoseconds (1677 to 2262)
+    ("2300-03-25 02:30:00", "2300-10-28 02:30:00", None),  # a gap and an overlap in Europe/Paris, in 2300
 ]
 
 # epoch numbers as text (a column that is not all plain integers stays text): numbers are chronons
@@ -124,7 +126,9 @@ NINE_AM = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
 
 
 def _stamps(*texts: str | None, utc: bool = False) -> pd.Series:
-    return pd.Series(pd.to_datetime(list(texts), utc=utc, format="ISO8601"))
+    """Timestamps in microseconds, so years 1 to 9999 (pandas' nanoseconds stop at 1677 and 2262)."""
+    stamps = pd.Series(np.array([t or "NaT" for t in texts], dtype="datetime64[us]"))
+    return stamps.dt.tz_localize("UTC") if utc else stamps
 
 
 def _dates(*texts: str | None) -> list[date | None]:
@@ -134,10 +138,10 @@ def _dates(*texts: str | None) -> list[date | None]:
 # typed columns (Parquet): numbers, timestamps with and without a zone, dates
 TYPED = pd.DataFrame(
     {
-        "int_start": pd.array([100, None, -5, 2**62, 500, 7], dtype="Int64"),
-        "int_end": pd.array([200, 300, 10, 2**62 + 1, 400, None], dtype="Int64"),
-        "float_start": [100.0, np.nan, np.inf, 1e30, 1250.5, 1300.0],
-        "float_end": [200.0, 300.0, 300.0, 2e30, 1300.0, 1200.0],
+        "int_start": pd.array([100, None, -5, 2**62, 500, 7, 1, 2], dtype="Int64"),
+        "int_end": pd.array([200, 300, 10, 2**62 + 1, 400, None, 2, 3], dtype="Int64"),
+        "float_start": [100.0, np.nan, np.inf, 1e30, 1250.5, 1300.0, 1.0, 2.0],
+        "float_end": [200.0, 300.0, 300.0, 2e30, 1300.0, 1200.0, 2.0, 3.0],
         "utc_start": _stamps(
             "2024-03-04 10:00:00.123456",
             None,
@@ -145,6 +149,8 @@ TYPED = pd.DataFrame(
             "1970-01-01",
             "2024-10-27 01:30",
             "2024-03-04 10:00",
+            "0001-01-01",
+            "1600-06-15 12:00",
             utc=True,
         ),
         "utc_end": _stamps(
@@ -154,10 +160,19 @@ TYPED = pd.DataFrame(
             "1970-01-01 00:00:01",
             None,
             "2024-03-04 09:00",
+            "9999-12-31 23:59:59.999999",
+            "2300-07-01 12:00",
             utc=True,
         ),
         "wall_start": _stamps(
-            "2024-03-04 10:00:00.5", "2024-03-31 02:30", "2024-10-27 02:30", None, "1900-01-01", "2024-03-04 10:00"
+            "2024-03-04 10:00:00.5",
+            "2024-03-31 02:30",
+            "2024-10-27 02:30",
+            None,
+            "1900-01-01",
+            "2024-03-04 10:00",
+            "0001-01-01",  # before Europe/Paris' first transition: LMT, +00:09:21
+            "1600-06-15 12:00:00.5",
         ),
         "wall_end": _stamps(
             "2024-03-04 10:00:01",
@@ -166,11 +181,25 @@ TYPED = pd.DataFrame(
             "2024-03-04",
             "1900-01-02",
             "2024-03-04 09:00",
+            "9999-12-31 23:59:59.999999",
+            "2300-10-28 02:30",  # twice in Europe/Paris
         ),
-        "date_start": _dates("2024-03-04", "2024-03-31", None, "1970-01-01", "2024-02-29", "2024-03-05"),
-        "date_end": _dates("2024-03-05", "2024-04-01", "2024-03-04", "1970-01-02", "2024-03-01", "2024-03-04"),
-        "stamp_start": [NINE_AM] * 6,  # a timestamp start with a numeric duration
-        "duration": [60.0, 0.5, np.nan, -1.0, 1e300, 3600.0],
+        # the last two rows of dates and timestamps lie beyond pandas' nanoseconds (1677 to 2262)
+        "date_start": _dates(
+            "2024-03-04", "2024-03-31", None, "1970-01-01", "2024-02-29", "2024-03-05", "0001-01-01", "1600-01-01"
+        ),
+        "date_end": _dates(
+            "2024-03-05",
+            "2024-04-01",
+            "2024-03-04",
+            "1970-01-02",
+            "2024-03-01",
+            "2024-03-04",
+            "9999-12-31",
+            "2300-03-25",
+        ),
+        "stamp_start": [NINE_AM] * 8,  # a timestamp start with a numeric duration
+        "duration": [60.0, 0.5, np.nan, -1.0, 1e300, 3600.0, 1.0, 2.0],
     }
 )
 
@@ -191,17 +220,17 @@ CASES = [
     Case("epoch text", "calls.csv", EPOCH_TEXT),
     Case("duration text", "calls.csv", DURATIONS, end=None, duration="end"),
     Case("typed integers", "calls.parquet", None, "int_start", "int_end",
-         expected={0: None, 1: START_BAD, 2: None, 3: None, 4: ORDER, 5: END_BAD}),
+         expected={0: None, 1: START_BAD, 2: None, 3: None, 4: ORDER, 5: END_BAD, 6: None, 7: None}),
     Case("typed floats", "calls.parquet", None, "float_start", "float_end",
-         expected={0: None, 1: START_BAD, 2: START_BAD, 3: START_BAD, 4: FRACTION, 5: ORDER}),
+         expected={0: None, 1: START_BAD, 2: START_BAD, 3: START_BAD, 4: FRACTION, 5: ORDER, 6: None, 7: None}),
     Case("timestamps with a zone", "calls.parquet", None, "utc_start", "utc_end",
-         expected={0: None, 1: START_BAD, 2: None, 3: None, 4: END_BAD, 5: ORDER}),
+         expected={0: None, 1: START_BAD, 2: None, 3: None, 4: END_BAD, 5: ORDER, 6: None, 7: None}),
     Case("timestamps without a zone", "calls.parquet", None, "wall_start", "wall_end",
-         expected={0: None, 1: None, 2: None, 3: START_BAD, 4: None, 5: ORDER}),
+         expected={0: None, 1: None, 2: None, 3: START_BAD, 4: None, 5: ORDER, 6: None, 7: None}),
     Case("dates", "calls.parquet", None, "date_start", "date_end",
-         expected={0: None, 1: None, 2: START_BAD, 3: None, 4: None, 5: ORDER}),
+         expected={0: None, 1: None, 2: START_BAD, 3: None, 4: None, 5: ORDER, 6: None, 7: None}),
     Case("a timestamp and a typed duration", "calls.parquet", None, "stamp_start", None, "duration",
-         expected={0: None, 1: FRACTION, 2: DURATION_BAD, 3: ORDER, 4: DURATION_BAD, 5: None}),
+         expected={0: None, 1: FRACTION, 2: DURATION_BAD, 3: ORDER, 4: DURATION_BAD, 5: None, 6: None, 7: None}),
 ]  # fmt: skip
 SETTINGS = [("s", "UTC"), ("ms", "UTC"), ("s", "Europe/Paris"), ("ms", "+05:30")]
 
@@ -288,6 +317,19 @@ def test_times_worked_out_by_hand(tmp_path):
         (CASES[6], "ms", paris, 0, seconds("2024-03-04 10:00:00", paris) * 1000 + 500,
          seconds("2024-03-04 10:00:01", paris) * 1000),
         (CASES[7], "s", paris, 0, seconds("2024-03-04", paris), seconds("2024-03-05", paris)),  # midnight in the zone
+        # beyond pandas' nanoseconds: before Europe/Paris' first transition (1891) its offset is the local mean
+        # time of Paris, +00:09:21, as in Java (so Spark); after 2262 the zone's rules go on
+        (CASES[0], "s", paris, 9, seconds("0001-01-01T00:00:00+00:09:21"), seconds("9999-12-31T23:59:59+01:00")),
+        (CASES[0], "ms", paris, 31, seconds("1600-06-15T12:00:00+00:09:21") * 1000 + 500,
+         seconds("2300-07-01T12:00:00+02:00") * 1000),
+        (CASES[0], "s", paris, 32, seconds("2300-03-25T03:30:00+02:00"), seconds("2300-10-28T02:30:00+02:00")),
+        (CASES[0], "s", "+05:30", 9, seconds("0001-01-01T00:00:00+05:30"), seconds("9999-12-31T23:59:59+05:30")),
+        (CASES[5], "s", "UTC", 6, seconds("0001-01-01"), seconds("9999-12-31 23:59:59")),
+        (CASES[6], "s", paris, 6, seconds("0001-01-01T00:00:00+00:09:21"), seconds("9999-12-31T23:59:59+01:00")),
+        (CASES[6], "ms", paris, 7, seconds("1600-06-15T12:00:00+00:09:21") * 1000 + 500,
+         seconds("2300-10-28T02:30:00+02:00") * 1000),
+        (CASES[7], "s", "UTC", 6, seconds("0001-01-01"), seconds("9999-12-31")),
+        (CASES[7], "s", paris, 7, seconds("1600-01-01T00:00:00+00:09:21"), seconds("2300-03-25T00:00:00+01:00")),
     ]  # fmt: skip
     for case, unit, zone, row_id, start, end in checks:
         cfg = _config(case, _write(case, tmp_path / case.name), unit, zone)
@@ -304,45 +346,3 @@ def test_both_engines_refuse_a_start_and_end_of_two_kinds(utc_session, tmp_path)
             read(cfg)
         messages.append(str(caught.value))
     assert messages[0] == messages[1] and messages[0].startswith("--start holds epoch numbers but --end holds")
-
-
-# Where the two backends still disagree (found by this corpus; the local engine's side, spanning.app.reader):
-KNOWN_DIFFERENCES = [
-    pytest.param(
-        Case(
-            "a wall time on 0001-01-01 in a zone ahead of UTC",
-            "calls.csv",
-            [("0001-01-01 00:00:00", "0001-01-02 00:00:00", None)],
-        ),
-        "Europe/Paris",
-        marks=pytest.mark.xfail(
-            strict=True,
-            raises=OverflowError,
-            reason="local: pandas' tz_localize overflows below year 1 (Spark: LMT +00:09:21)",
-        ),
-        id="year-1-wall-time",
-    ),
-    pytest.param(
-        Case("a Parquet date outside pandas' nanosecond range", "calls.parquet", None, "d_start", "d_end"),
-        "UTC",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="local: pd.to_datetime of DATE values before 1677 or after 2262 "
-            "is NaT, so the row is rejected (Spark reads years 1 to 9999)",
-        ),
-        id="date-before-1677",
-    ),
-]
-
-
-@pytest.mark.parametrize(("case", "zone"), KNOWN_DIFFERENCES)
-def test_known_differences(utc_session, tmp_path, case, zone):
-    folder = tmp_path / "in"
-    folder.mkdir()
-    if case.rows is None:
-        path = str(folder / case.file)
-        pd.DataFrame({"id": [0], "d_start": [date(1600, 1, 1)], "d_end": [date(1600, 1, 2)]}).to_parquet(path)
-    else:
-        path = _write(case, folder)
-    cfg = _config(case, path, "s", zone)
-    assert _local(cfg)[0] == _spark(utc_session, cfg)[0]

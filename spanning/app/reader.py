@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -289,6 +289,7 @@ def time_chronons(series: pd.Series, kind: str, unit: str, zone: str) -> Times:
             present = stamps.notna().to_numpy()
             if getattr(stamps.dtype, "tz", None) is None:  # wall times (Parquet TIMESTAMP_NTZ, dates)
                 wall = stamps.to_numpy(dtype="datetime64[us]").astype(np.int64)
+                _python_wall_times(series, wall, present)
                 micros = _localize(wall, present, zone)
             else:
                 micros = stamps.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[us]")
@@ -362,11 +363,43 @@ def _offset_seconds(text: str) -> int:
     return sign * (int(text[1:3]) * 3600 + int(text[4:6]) * 60)
 
 
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+# the wall times (microseconds) that pandas' tz_localize places: its nanosecond range, with a margin of days
+_PANDAS_WALL = tuple(int(np.datetime64(day, "us").astype(np.int64)) for day in ("1678-01-01", "2262-01-01"))
+
+
+def _python_wall_times(series: pd.Series, wall: np.ndarray, present: np.ndarray) -> None:
+    """Fill in (``wall`` in microseconds, ``present``) the Python dates and naive datetimes that
+    ``pd.to_datetime`` made NaT: those outside its nanosecond range (Parquet DATE before 1677 or after 2262).
+
+    Spark reads years 1 to 9999; only these rare rows go through Python, one by one.
+    """
+    if not pd.api.types.is_object_dtype(series.dtype):
+        return
+    values = series.to_numpy()
+    lost = np.flatnonzero(~present)
+    for i in lost[pd.notna(values[lost])]:
+        value = values[i]
+        if isinstance(value, datetime):
+            if value.tzinfo is not None:
+                continue
+            micros = (value - _EPOCH) // _MICROSECOND
+        elif isinstance(value, date):
+            micros = (value - _EPOCH.date()).days * 86_400_000_000
+        else:
+            continue
+        wall[i], present[i] = micros, True
+
+
 def _localize(wall: np.ndarray, rows: np.ndarray, zone: str) -> np.ndarray:
     """UTC microseconds of wall times (microseconds) in ``zone``, as Java resolves them (Spark's rules).
 
     A wall time in a gap moves forward by the gap's length; one that occurs twice is the earlier
-    instant. Python's ``fold=0`` gives exactly that, so the rare rows pandas cannot place go through it.
+    instant. Python's ``fold=0`` gives exactly that, so the rare rows pandas cannot place go through it:
+    those in a gap or an overlap, and those outside pandas' nanosecond range (years 1 to 1677 and 2262
+    to 9999; before a zone's first transition Java and ``zoneinfo`` both take its earliest offset, the
+    local mean time: +00:09:21 for Europe/Paris).
     The zone is a ``zoneinfo`` one (pytz stops daylight saving in 2037 and rounds old offsets).
     """
     out = wall.copy()
@@ -376,13 +409,18 @@ def _localize(wall: np.ndarray, rows: np.ndarray, zone: str) -> np.ndarray:
         out[rows] = wall[rows] - _offset_seconds(zone) * 1_000_000
         return out
     tz = ZoneInfo(zone)
-    index = pd.DatetimeIndex(wall[rows].astype("datetime64[us]"))
-    local = index.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
-    utc = local.tz_convert("UTC").tz_localize(None).to_numpy(dtype="datetime64[us]").astype(np.int64)
-    for i in np.flatnonzero(local.isna()):
-        micros = int(wall[rows][i])
-        naive = datetime(1970, 1, 1) + timedelta(microseconds=micros)
-        offset = naive.replace(tzinfo=tz, fold=0).utcoffset() or timedelta(0)
-        utc[i] = micros - offset // timedelta(microseconds=1)
+    local = wall[rows]
+    inside = (local >= _PANDAS_WALL[0]) & (local < _PANDAS_WALL[1])
+    utc = local.copy()
+    slow = ~inside
+    if inside.any():
+        index = pd.DatetimeIndex(local[inside].astype("datetime64[us]"))
+        placed = index.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
+        utc[inside] = placed.tz_convert("UTC").tz_localize(None).to_numpy(dtype="datetime64[us]").astype(np.int64)
+        slow[np.flatnonzero(inside)[placed.isna()]] = True
+    for i in np.flatnonzero(slow):
+        micros = int(local[i])
+        offset = (_EPOCH + timedelta(microseconds=micros)).replace(tzinfo=tz, fold=0).utcoffset() or timedelta(0)
+        utc[i] = micros - offset // _MICROSECOND
     out[rows] = utc
     return out
