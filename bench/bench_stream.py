@@ -34,11 +34,11 @@ sys.path.insert(0, str(ROOT))
 QUERY = dict(range="15m", slide="5m", ttp="10m")
 
 
-def make_files(folder: Path, rows: int, per_file: int, cells: int, fmt: str) -> int:
+def make_files(folder: Path, rows: int, per_file: int, cells: int, fmt: str, days: float = 1.0) -> int:
     """Generated CDRs, cut by end time into files of ``per_file`` rows, landing in end order."""
     from spanning.app.cdr import generate_cdr
 
-    calls = generate_cdr(rows, seed=1, cells=cells, subscribers=max(50_000, cells * 5), days=7.0)
+    calls = generate_cdr(rows, seed=1, cells=cells, subscribers=max(50_000, cells * 5), days=days)
     calls = calls.assign(_e=pd.to_datetime(calls["end"], errors="coerce"))
     calls = calls.sort_values("_e", kind="stable", na_position="last").drop(columns="_e")
     folder.mkdir(parents=True)
@@ -148,8 +148,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rows-per-trigger", type=int, default=100_000)
     parser.add_argument("--cells", type=int, default=10_000)
-    parser.add_argument("--buckets", type=int, default=64)
+    parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    parser.add_argument("--days", type=float, default=1.0, help="time the CDRs span (default 1: a trigger is 2.4 h)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--peer", action="store_true", help="also the Spark SQL streaming query a user would write")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (ours, peer, ours, peer, ...)")
@@ -158,7 +159,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-stream-"))
     try:
         began = time.perf_counter()
-        files = make_files(work / "in", args.rows, args.rows_per_trigger, args.cells, args.format)
+        files = make_files(work / "in", args.rows, args.rows_per_trigger, args.cells, args.format, args.days)
         print(f"{args.rows:,} CDRs, {args.cells:,} cells, {files} {args.format} files of {args.rows_per_trigger:,} rows"
               f" ({time.perf_counter() - began:.1f} s to generate)")  # fmt: skip
         from spark_jobs.session import get_session

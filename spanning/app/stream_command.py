@@ -38,7 +38,7 @@ class StreamOptions:
     max_files_per_trigger: int | None = None
     idle_flush: int | None = None  # chronons: release windows the stream's watermark passed by this much
     max_disorder: int = 0  # chronons: the stream's watermark is the largest end seen minus this
-    buckets: int = 64  # hash buckets of keys, one Spark state group each (fixed for a checkpoint)
+    buckets: int = 16  # hash buckets of keys, one Spark state group each (fixed for a checkpoint)
     final_flush: bool = True  # available-now: release every key's windows at the end, as spanning run does
 
     def __post_init__(self) -> None:
@@ -110,8 +110,8 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
                    " (default: never; available-now flushes at its end)")  # fmt: skip
     p.add_argument("--max-disorder", default="0", metavar="DURATION",
                    help="the stream's watermark lags its largest end by this much (default 0)")  # fmt: skip
-    p.add_argument("--buckets", type=int, default=64,
-                   help="hash buckets of keys, one state group each; fixed for a checkpoint (default 64)")  # fmt: skip
+    p.add_argument("--buckets", type=int, default=16,
+                   help="hash buckets of keys, one state group each; fixed for a checkpoint (default 16)")  # fmt: skip
     p.add_argument("--no-final-flush", action="store_true",
                    help="available-now: keep open windows for the next run (default: release them)")
     p.set_defaults(handler=_stream, series_start="first")
