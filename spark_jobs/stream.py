@@ -286,13 +286,20 @@ class BatchWriter:
         self.records = Path(job.options.checkpoint) / "spanning" / "batches"
         self.records.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
-        self.dropped_by_spark = 0
+        # read once: the batches of earlier runs (a batch run again replaces its record)
+        saved = (json.loads(p.read_text()) for p in sorted(self.records.glob("*.json")))
+        self.by_batch = {r["batch"]: r for r in saved}
+        previous = self.output / "summary.json"
+        summary = json.loads(previous.read_text()) if previous.exists() else {}
+        self.dropped_by_spark = summary.get("rows_dropped_by_spark", 0)  # over every run of the stream
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         began = time.perf_counter()
         counts = self._write(batch, batch_id)
         record = {"batch": batch_id, **counts, "seconds": round(time.perf_counter() - began, 3)}
         self._save(self.records / f"{batch_id:08d}.json", record)
+        with self.lock:
+            self.by_batch[batch_id] = record
         self.progress(self.describe(record))
         self.write_summary()
 
@@ -350,7 +357,7 @@ class BatchWriter:
         os.replace(temp, path)
 
     def batches(self) -> list[dict]:
-        return [json.loads(p.read_text()) for p in sorted(self.records.glob("*.json"))]
+        return [self.by_batch[b] for b in sorted(self.by_batch)]
 
     def describe(self, record: dict) -> str:
         watermark = self.watermark()

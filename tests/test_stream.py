@@ -120,6 +120,24 @@ def test_drained_stream_equals_the_batch_job(in_order):
     assert summary["rows_read"] == 20_000, "every row read is an event or a rejected row"
     assert summary["rows_dropped_by_spark"] == 0
 
+    # and the brute-force oracle, on the three busiest cells, over the rows the stream did not reject
+    sample = pd.read_csv(SAMPLE, dtype=str, keep_default_na=False)
+    usable = sample[~sample["call_id"].isin(rejected["call_id"].astype(str))]
+    cells = usable["cell"].value_counts().index[:3].tolist()
+    events = oracle_events([usable[usable["cell"].isin(cells)]])
+    expected, expected_late = oracle(events, 900, 300, 600, 0, AGGS)
+    got = stream[stream["cell"].isin(cells)]
+    got = got.assign(window_start=seconds(got["window_start"]), window_end=seconds(got["window_end"]))
+    assert_same_windows(frame_windows(got, AGGS, key="cell"), {k: [w for w in ws if w[2]["count"]]
+                                                                for k, ws in expected.items()})  # fmt: skip
+    late_cells = late[late["call_id"].astype(str).isin(usable.loc[usable["cell"].isin(cells), "call_id"])]
+    assert dict(zip(late_cells["call_id"].astype(str), late_cells["windows_missed"], strict=True)) == {
+        events[seq][3]["call_id"]: n for seq, n in expected_late.items()}
+
+
+def _number(value: float) -> int | None:
+    return None if pd.isna(value) else int(value)
+
 
 def oracle_events(frames: list[pd.DataFrame]) -> list:
     """The arrival order of a stream of ``frames``: file after file, each file's calls in end order (per key)."""
@@ -127,12 +145,13 @@ def oracle_events(frames: list[pd.DataFrame]) -> list:
     for frame in frames:
         start = pd.to_datetime(frame["start"]).astype("int64") // 10**9
         end = pd.to_datetime(frame["end"]).astype("int64") // 10**9
-        part = frame.assign(t_start=start.to_numpy(), t_end=end.to_numpy(), v_bytes=pd.to_numeric(frame["bytes"]),
-                            v_duration=pd.to_numeric(frame["duration"]))  # fmt: skip
+        part = frame.assign(t_start=start.to_numpy(), t_end=end.to_numpy(),
+                            v_bytes=pd.to_numeric(frame["bytes"], errors="coerce"),
+                            v_duration=pd.to_numeric(frame["duration"], errors="coerce"))  # fmt: skip
         part = part.assign(arrives=np.where(part["t_end"] > part["t_start"], part["t_end"], part["t_start"] + 1))
         part = part.sort_values(["arrives"], kind="stable")
-        events += [(r.cell, int(r.t_start), int(r.t_end), {"bytes": int(r.v_bytes), "duration": int(r.v_duration),
-                                                            "call_id": r.call_id})
+        events += [(r.cell, int(r.t_start), int(r.t_end), {"bytes": _number(r.v_bytes),
+                                                            "duration": _number(r.v_duration), "call_id": r.call_id})
                    for r in part.itertuples()]  # fmt: skip
     return events
 
