@@ -58,7 +58,7 @@ def make_files(folder: Path, rows: int, per_file: int, cells: int, fmt: str, day
     return files
 
 
-def run_ours(folder: Path, work: Path, buckets: int) -> dict:
+def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None) -> dict:
     from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
     from spanning.app.jobspec import parse_duration as d
     from spanning.app.stream_command import StreamOptions
@@ -70,7 +70,7 @@ def run_ours(folder: Path, work: Path, buckets: int) -> dict:
         query=WindowQuery(d(QUERY["range"]), d(QUERY["slide"]), d(QUERY["ttp"]),
                           ["count", "sum:bytes", "max:duration"], series_start="first"),  # fmt: skip
         output=OutputOptions(str(work / "out")),
-        spark=SparkOptions("local[2]"),
+        spark=SparkOptions("local[2]", partitions),
     )
     options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets)
     began = time.perf_counter()

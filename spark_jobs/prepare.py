@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
@@ -127,6 +128,27 @@ def _text_stats(frame: DataFrame, columns: dict[str, Column], full: set[str] | N
     return {label: ColumnStats(**{f: int(row.get(f"{f}_{i}") or 0) for f in fields}) for i, label in enumerate(columns)}
 
 
+class KindCounts:
+    """The counts that fix column kinds (``_text_stats``), made over ``rows()`` when first asked for.
+
+    ``saved`` counts (from ``saved`` after an earlier run) are not made again: a stream counts once, over the
+    files there when it starts, and keeps the counts in its checkpoint, so that a restart reads the same
+    kinds without reading every file again.
+    """
+
+    def __init__(self, rows: Callable[[], DataFrame], saved: dict[str, dict] | None = None) -> None:
+        self.rows, self.saved = rows, dict(saved or {})
+        self.typed: list[Column] | None = None  # the CSV typing prepare applied to the rows before counting
+
+    def __call__(self, prefix: str, columns: dict[str, Column], full: set[str] | None = None) -> dict[str, ColumnStats]:
+        missing = {label: c for label, c in columns.items() if prefix + label not in self.saved}
+        if missing:
+            frame = self.rows() if self.typed is None else self.rows().select(*self.typed)
+            made = _text_stats(frame, missing, full)
+            self.saved.update({prefix + label: dataclasses.asdict(stats) for label, stats in made.items()})
+        return {label: ColumnStats(**self.saved[prefix + label]) for label in columns}
+
+
 def _time_kind(dtype: T.DataType, stats: ColumnStats | None) -> str | None:
     if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
         return "date_time"
@@ -199,22 +221,23 @@ def _plain(column: Column, dtype: T.DataType, kind: str) -> Column:
     return column
 
 
-def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds_from: DataFrame | None = None) -> Prepared:
+def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCounts | None = None) -> Prepared:
     """Add ``_seq``, ``_start``, ``_end``, keys, engine-ready values and ``reason`` to the input rows.
 
     The kinds of text columns (epoch numbers or date-times, integers or decimals) come from counts over
-    ``frame``, or over ``kinds_from`` (rows of the same schema: a stream's files already there) when
-    ``frame`` is a stream, which no count can read.
+    ``frame``, or from ``kinds`` (over rows of the same schema: a stream's files already there, or saved)
+    when ``frame`` is a stream, which no count can read.
     """
-    probe = frame if kinds_from is None else kinds_from
+    counts = kinds if kinds is not None else KindCounts(lambda rows=frame: rows)  # the frame as read
     fields, query = cfg.events, cfg.query
     original = list(frame.columns)
     raw = {}  # counts of CSV columns as read: also the kinds of the time and value columns that stay text
     if csv:  # CSV text: columns of plain integers become long (nothing lost), the others stay text
         roles = {fields.start, fields.end, fields.duration, *query.numeric_columns}
-        raw = stats = _text_stats(probe, {name: quoted(name) for name in original}, roles)
+        raw = stats = counts("raw:", {name: quoted(name) for name in original}, roles)
         typed = [_plain(quoted(n), T.StringType(), column_kind("plain", stats[n])).alias(n) for n in original]
-        frame, probe = frame.select(*typed), probe.select(*typed)
+        counts.typed = typed
+        frame = frame.select(*typed)
     start, start_type, _ = _expression(frame, fields.start, "start")
     end = duration = None
     if fields.duration is not None:
@@ -244,7 +267,7 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds_from: Dat
         if isinstance(frame.schema[name].dataType, T.StringType):
             text[f"value {name}"] = (name, quoted(name))
     stats = {label: raw[name] for label, (name, _) in text.items() if name in raw}
-    stats.update(_text_stats(probe, {label: column for label, (name, column) in text.items() if name not in raw}))
+    stats.update(counts("", {label: column for label, (name, column) in text.items() if name not in raw}))
 
     kind = time_kinds(
         _time_kind(start_type, stats.get("start")), None if end is None else _time_kind(end_type, stats.get("end"))

@@ -44,7 +44,7 @@ from pyspark.sql import types as T
 
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.app.stream_command import StreamOptions
-from spark_jobs.prepare import END, REASON, SEQ, START, Prepared, prepare, read_input, valid_column
+from spark_jobs.prepare import END, REASON, SEQ, START, KindCounts, Prepared, prepare, read_input, valid_column
 from spark_jobs.run import to_time
 from spark_jobs.windowed import result_type
 
@@ -52,6 +52,7 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_flush"
 JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made for
+KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
 FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): one bucket fails once past that end
 STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "windows", "late", "rejected")  # per bucket
 
@@ -86,14 +87,14 @@ class StreamQuery:
     originals: dict[str, str]  # input column -> internal column
 
 
-def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType) -> dict:
+def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt: str) -> dict:
     """What a checkpoint was made for: a restart must ask for the same."""
     query, events = cfg.query, cfg.events
     return {
         "range": query.range, "slide": query.slide, "ttp": query.ttp, "offset": query.offset,
         "aggregates": query.aggregates, "series_start": query.series_start, "keys": events.keys,
         "start": events.start, "end": events.end, "duration": events.duration, "point_events": events.point_events,
-        "time_unit": events.time_unit, "buckets": options.buckets, "schema": schema.json(),
+        "time_unit": events.time_unit, "buckets": options.buckets, "format": fmt, "schema": schema.json(),
     }  # fmt: skip
 
 
@@ -141,9 +142,17 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     folder = Path(cfg.inputs.paths[0])
     control = Path(options.checkpoint) / "spanning" / "control"
     control.mkdir(parents=True, exist_ok=True)
-    schema, fmt = _input_schema(spark, cfg, folder)
-    check_checkpoint(Path(options.checkpoint) / "spanning", job_record(cfg, options, schema))
-    sample = read_input_batch(spark, cfg, fmt)
+    state = Path(options.checkpoint) / "spanning"
+    saved = json.loads((state / JOB_FILE).read_text()) if (state / JOB_FILE).exists() else {}
+    if "format" in saved:  # a restart: the schema the stream started with, not the files there now
+        schema, fmt = T.StructType.fromJson(json.loads(saved["schema"])), saved["format"]
+    else:
+        schema, fmt = _input_schema(spark, cfg, folder)
+    check_checkpoint(state, job_record(cfg, options, schema, fmt))
+    # the column kinds: counted once over the files there at the start, then kept with the checkpoint
+    kinds_file = state / KINDS_FILE
+    kinds = KindCounts(lambda: read_input_batch(spark, cfg, fmt),
+                       json.loads(kinds_file.read_text()) if kinds_file.exists() else None)  # fmt: skip
     reader = spark.readStream.schema(schema)
     if options.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
@@ -155,7 +164,11 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
         stream = reader.parquet(str(folder))
     else:
         stream = reader.json(str(folder))
-    prepared = prepare(stream, cfg, csv=fmt == "csv", kinds_from=sample)
+    prepared = prepare(stream, cfg, csv=fmt == "csv", kinds=kinds)
+    if not kinds_file.exists():
+        temp = kinds_file.with_suffix(".tmp")
+        temp.write_text(json.dumps(kinds.saved, indent=1))
+        os.replace(temp, kinds_file)
     keys = [key_column(i) for i in range(len(prepared.keys))]
     bucket = F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(options.buckets)) if keys else F.lit(0)
     rows = prepared.rows.withColumn(BUCKET, bucket.cast("int"))
@@ -424,6 +437,11 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
 
     stream_output(cfg, options, create=False)  # a harmful --output fails before Spark starts
     spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")  # the session's, given back at the end
+    if cfg.spark.partitions is None and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        # one state partition per core (a new checkpoint keeps it): 66-73k events/s against 62-64k with two per
+        # core, measured with bench/bench_stream.py on 2 cores
+        spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     job = streaming_rows(spark, cfg, options)
     output = stream_output(cfg, options)
     for orphan in output.glob("*/_tmp-batch=*"):  # a batch killed while writing: run again from the checkpoint
@@ -453,6 +471,8 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
     except KeyboardInterrupt:
         query.stop()
         stopped = True
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
     return writer.write_summary({"stopped": stopped})
 
 

@@ -269,6 +269,8 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
             "--max-files-per-trigger", "1", "--master", "local[2]"]  # fmt: skip
     assert stream_cli(*args) == 1, "the injected failure stops the stream"
     assert not flag.exists()
+    kinds = tmp_path / "chk" / "spanning" / "column-kinds.json"
+    assert "raw:bytes" in kinds.read_text(), "the column kinds are kept: a restart does not count them again"
     assert 1 <= summary_of(tmp_path / "out")["batches"] <= 3
     assert stream_cli(*args) == 0, "the restart goes on from the checkpoint"
     assert_equals_batch_job(tmp_path / "out", four_files / "batch")
