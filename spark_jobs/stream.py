@@ -77,7 +77,7 @@ def check_streaming_support(spark: SparkSession) -> None:
 
 @dataclass
 class StreamQuery:
-    """The streaming rows and what a batch of them needs to be written (``write_batch``)."""
+    """The streaming rows and what a batch of them needs to be written (``BatchWriter``)."""
 
     rows: DataFrame  # the processor's output: one row per released window, late event, rejected row or bucket stat
     prepared: Prepared
@@ -135,7 +135,7 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     """The streaming DataFrame of ``spanning stream``, for pipelines of one's own (Python API).
 
     Its rows carry ``_kind``: ``windows`` (key, window bounds, aggregates), ``late`` and ``rejected`` (the
-    input row, with ``windows_missed`` or ``reason``) and ``stats`` (per bucket and batch); ``write_batch``
+    input row, with ``windows_missed`` or ``reason``) and ``stats`` (per bucket and batch); ``BatchWriter``
     turns one micro-batch of it into the job's outputs.
     """
     check_streaming_support(spark)

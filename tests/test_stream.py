@@ -351,3 +351,25 @@ def test_processing_time_trigger_flushes_idle_keys_live_and_stops_cleanly_on_ctr
     assert child.returncode == 0, out
     assert "stopped; restart with the same --checkpoint" in out
     assert summary_of(tmp_path / "out")["stopped"] is True
+
+
+def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark, tmp_path):
+    from spanning.app.jobspec import RunConfig
+    from spark_jobs.stream import streaming_rows
+
+    calls = clean_calls(200, seed=3)
+    drop_files(tmp_path / "in", [calls.iloc[:100], calls.iloc[100:]])
+    cfg = RunConfig.from_parameters({"inputs": [str(tmp_path / "in")], "start": "start", "end": "end", "range": 900,
+                                     "slide": 300, "ttp": 600, "keys": ["cell"], "aggregates": ["count"],
+                                     "series_start": "first", "master": "local[2]"})  # fmt: skip
+    job = streaming_rows(spark, cfg, StreamOptions(str(tmp_path / "chk"), max_files_per_trigger=1, buckets=4))
+    assert job.rows.isStreaming
+    seen: list = []
+    query = (job.rows.writeStream.foreachBatch(lambda batch, _: seen.append(batch.toPandas()))
+             .option("checkpointLocation", str(tmp_path / "chk" / "query")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    rows = pd.concat(seen, ignore_index=True)
+    assert {"windows", "stats"} <= set(rows["_kind"]) <= {"windows", "late", "stats"}  # clean calls: none rejected
+    stats = rows[rows["_kind"] == "stats"]
+    assert stats["accepted"].sum() == 200 and len(seen) == 2
+    assert (rows.loc[rows["_kind"] == "windows", job.aggregates["__events"]] > 0).all()
