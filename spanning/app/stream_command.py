@@ -26,6 +26,12 @@ EXAMPLE = """example:
   Restart with the same --checkpoint and --output to continue where the stream stopped.
 """
 
+STREAM_HELP = {
+    "window": "one window spec such as 15m/5m, instead of --range/--slide",
+    "series_start": "per key, windows start after: first (start of its first arriving event, default) or a time"
+    " in chronons (earliest needs the whole input)",
+    "partitions": "Spark partitions of the stateful step, fixed for a checkpoint (default: one per core)",
+}
 TRIGGER = re.compile(r"^available-now$|^\d+(\.\d+)?\s*(ms|s|m|h)?$")
 
 
@@ -101,6 +107,8 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", required=True, metavar="DIR",
                    help="checkpoint folder: Spark's offsets and state, and the query it was made for")  # fmt: skip
     add_query_options(p)
+    for action in p._actions:  # where a stream differs from spanning run (argparse has no public way to say it)
+        action.help = STREAM_HELP.get(action.dest, action.help)
     p.add_argument("--trigger", default="available-now",
                    help="available-now (default: process what is there, flush every key, stop) or an interval"
                    " such as 30s or 1m (run until Ctrl-C)")  # fmt: skip
