@@ -31,14 +31,10 @@ from spanning.app.jobspec import (
     with_columns,
 )
 from spanning.app.reader import TIME_LIMIT, ColumnStats, column_kind, java_pattern, time_kinds
+from spanning.engines.params import valid_flag as valid_column  # the Spark job sends nulls as these flags
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-
-
-def valid_column(column: str) -> str:
-    """Name of the boolean column that says whether ``column`` holds a value."""
-    return f"{column}__valid"
 
 
 def quoted(name: str) -> Column:

@@ -235,10 +235,12 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
 
             from spanning.engines.engine import build_aggregates
             from spanning.engines.open_windows import OpenWindows
+            from spanning.engines.params import ChunkColumns
             from spanning.kernels.windows import WindowSpec
 
             names, aggs = build_aggregates(specs)
             state = OpenWindows(WindowSpec(*window), aggs, names, keys, series_start,
+                                ChunkColumns(START, END, SEQ),
                                 skip_empty=events_column if skip_empty else None)  # fmt: skip
             if self.saved.exists():
                 state.load_bytes(bytes(self.saved.get()[0]))
@@ -251,10 +253,7 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
                 parts.append(("windows", state.advance(int(clock))))
             rejected = batch[batch[REASON].notna()]
             accepted = batch[batch[REASON].isna()].reset_index(drop=True)
-            events = accepted[[*keys, START, END, SEQ, *value_columns]].rename(
-                columns={START: "start", END: "end", SEQ: "seq"}
-            )
-            windows, late = state.feed(events)
+            windows, late = state.feed(accepted[[*keys, START, END, SEQ, *value_columns]])
             parts.append(("windows", windows))
             if control[FLUSH].astype(bool).any():  # the end of an available-now run
                 parts.append(("windows", state.flush()))

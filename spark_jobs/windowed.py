@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 from spanning.aggregates import ResultKind, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, user_errors
-from spark_jobs.prepare import END, SEQ, SERIES, START, Prepared, quoted, valid_column
+from spark_jobs.prepare import END, SEQ, SERIES, START, Prepared, quoted
 
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"
 
@@ -68,7 +68,7 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
 
         _, aggs = build_aggregates(dict(zip(names, specs, strict=True)))
         common = dict(series_start=SERIES if series_start else None,
-                      columns=ChunkColumns(start=START, end=END, seq=SEQ, valid=valid_column))  # fmt: skip
+                      columns=ChunkColumns(start=START, end=END, seq=SEQ))  # fmt: skip
         if vectorised_path(execution, aggs):
             stream = SortedStreamAggregator(spec, aggs, names, keys, **common)
         else:

@@ -224,8 +224,11 @@ def _spread(per_key: np.ndarray, groups: np.ndarray) -> np.ndarray | np.integer:
     return per_key[0] if len(per_key) == 1 else per_key[groups]
 
 
-def release_open(spec: WindowSpec, aggregates: Sequence[Aggregate], open_keys: OpenKeys) -> ChunkResult:
-    """End of stream for carried keys (``flush``): release their windows that start before their clocks.
+def release_open(spec: WindowSpec, aggregates: Sequence[Aggregate], open_keys: OpenKeys,
+                 carry: str = "none") -> ChunkResult:  # fmt: skip
+    """Carried keys with no new event: release their windows that start before their clocks (the end of
+    their streams, ``flush``), or with ``carry="all"`` only what their clocks release, the rest kept open
+    in ``result.carried`` (a watermark advanced their clocks).
 
     ``result.window_group`` indexes the entries of ``open_keys``.
     """
@@ -233,7 +236,7 @@ def release_open(spec: WindowSpec, aggregates: Sequence[Aggregate], open_keys: O
     none = np.zeros(0, dtype=np.int64)
     events = KeyedEvents(none, none, none, n, np.zeros(n, dtype=np.int64))
     entries = replace(open_keys, groups=np.arange(n))
-    return reduce_chunk(spec, aggregates, events, no_columns(), entries)
+    return reduce_chunk(spec, aggregates, events, no_columns(), entries, carry)
 
 
 def batch_columns(

@@ -37,7 +37,7 @@ bucket of keys in Spark's state store).
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -45,8 +45,8 @@ import numpy as np
 import pandas as pd
 
 from spanning.aggregates import Aggregate, is_null
-from spanning.aggregates.columns import no_columns
 from spanning.engines.chunks import KeyedEvents, OpenKeys, batch_columns, key_values, reduce_chunk, release_open
+from spanning.engines.params import ChunkColumns
 from spanning.kernels.windows import WindowSpec
 
 __all__ = ["OpenWindows", "StateFormatError"]
@@ -68,8 +68,9 @@ class OpenWindows:
 
     Batches are DataFrames with the key columns, ``start``/``end`` (int chronons; ``end == start`` is a
     point event), ``seq`` (arrival number: ties in end order) and the value columns, each maybe with a
-    boolean ``valid_column(c)``. ``series_start`` is an explicit start time for every key (None: each key's
-    series starts at its first arriving event). Results are frames of windows (key columns,
+    boolean ``columns.valid(c)``; ``columns`` (``ChunkColumns``) renames start, end and seq.
+    ``series_start`` is an explicit start time for every key (None: each key's series starts at its first
+    arriving event). Results are frames of windows (key columns,
     ``window_start``, ``window_end``, one column per aggregate; with ``skip_empty``, the name of a count
     of events among them, only windows it counts events in) and of late events (``row``: position in the
     batch, ``windows_missed``).
@@ -82,12 +83,12 @@ class OpenWindows:
         names: Sequence[str],
         keys: Sequence[str],
         series_start: int | None = None,
-        valid_column: Callable[[str], str] = lambda column: f"{column}__valid",
+        columns: ChunkColumns | None = None,
         skip_empty: str | None = None,
     ) -> None:
         self.spec, self.aggregates, self.names = spec, list(aggregates), list(names)
         self.skip_empty = None if skip_empty is None else self.names.index(skip_empty)
-        self.keys, self.series_start, self.valid_column = list(keys), series_start, valid_column
+        self.keys, self.series_start, self.columns = list(keys), series_start, columns or ChunkColumns()
         self.key_list: list[tuple] = []  # entry i <-> self.key_list[i]
         self.state = self._empty()
 
@@ -107,17 +108,16 @@ class OpenWindows:
     def feed(self, batch: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Take a batch of events of any keys; the windows they release and the late events."""
         if len(batch) == 0:
-            return self._windows(np.zeros(0, np.int64), [], np.zeros(0, np.int64), np.zeros(0, np.int64), []), \
-                self._late(np.zeros(0, np.int64), np.zeros(0, np.int64))  # fmt: skip
+            return self._no_windows(), self._late(np.zeros(0, np.int64), np.zeros(0, np.int64))
         batch = batch.reset_index(drop=True)
         if self.keys:
             codes = batch.groupby(self.keys, sort=False, dropna=False, observed=True).ngroup().to_numpy()
         else:
             codes = np.zeros(len(batch), dtype=np.int64)
-        starts = batch["start"].to_numpy(dtype=np.int64)
-        ends = batch["end"].to_numpy(dtype=np.int64)
+        starts = batch[self.columns.start].to_numpy(dtype=np.int64)
+        ends = batch[self.columns.end].to_numpy(dtype=np.int64)
         ends = np.where(ends == starts, starts + 1, ends)  # a point event is [l, l + 1)
-        seqs = batch["seq"].to_numpy(dtype=np.int64)
+        seqs = batch[self.columns.seq].to_numpy(dtype=np.int64)
         order = np.lexsort((seqs, ends, codes))  # per key in end order, arrival number breaking ties
         codes, starts, ends, seqs = codes[order], starts[order], ends[order], seqs[order]
         first_rows = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
@@ -133,7 +133,7 @@ class OpenWindows:
         carried = replace(carried, groups=np.flatnonzero(known))
         series = starts[first_rows] if self.series_start is None else np.full(n_groups, self.series_start)
         events = KeyedEvents(starts, ends, groups, n_groups, series.astype(np.int64))
-        valid = {c: self.valid_column(c) for c in self._columns() if self.valid_column(c) in batch.columns}
+        valid = {c: self.columns.valid(c) for c in self._columns() if self.columns.valid(c) in batch.columns}
         cols = batch_columns(batch.iloc[order], self.aggregates, seqs, valid)
         result = reduce_chunk(self.spec, self.aggregates, events, cols, carried, carry="all")
 
@@ -147,20 +147,17 @@ class OpenWindows:
     def advance(self, clock: int) -> pd.DataFrame:
         """Every key's clock to at least ``clock``; the windows that releases."""
         if not self.n_keys:
-            return self._windows(np.zeros(0, np.int64), [], np.zeros(0, np.int64), np.zeros(0, np.int64), [])
-        state = replace(self.state, groups=np.arange(self.n_keys), clock=np.maximum(self.state.clock, clock))
-        n = self.n_keys
-        none = np.zeros(0, dtype=np.int64)
-        events = KeyedEvents(none, none, none, n, np.zeros(n, dtype=np.int64))
-        result = reduce_chunk(self.spec, self.aggregates, events, no_columns(), state, carry="all")
+            return self._no_windows()
+        advanced = replace(self.state, clock=np.maximum(self.state.clock, clock))
+        result = release_open(self.spec, self.aggregates, advanced, carry="all")
         self.state = result.carried
         return self._key_windows(result)
 
     def flush(self) -> pd.DataFrame:
         """End of the stream: release every window that starts before its key's clock."""
         if not self.n_keys:
-            return self.advance(0)
-        result = release_open(self.spec, self.aggregates, replace(self.state, groups=np.arange(self.n_keys)))
+            return self._no_windows()
+        result = release_open(self.spec, self.aggregates, self.state)
         s, o = self.spec.slide, self.spec.offset
         after = np.maximum(self.state.first_open, (self.state.clock - o - 1) // s + 1)  # nothing open remains
         self.state = replace(self.state, first_open=after, lengths=np.zeros(self.n_keys, dtype=np.int64),
@@ -173,6 +170,10 @@ class OpenWindows:
             pd.Series([key[i] for key in self.key_list], dtype=object).to_numpy() for i in range(len(self.keys))
         ]
         return self._windows(result.window_group, key_columns, result.window_start, result.window_end, result.values)
+
+    def _no_windows(self) -> pd.DataFrame:
+        none = np.zeros(0, dtype=np.int64)
+        return self._windows(none, [], none, none, [])
 
     def _columns(self) -> list[str]:
         return list(dict.fromkeys(c for a in self.aggregates for c in a.columns))

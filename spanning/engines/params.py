@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-__all__ = ["ChunkColumns", "EventColumns", "Execution"]
+__all__ = ["ChunkColumns", "EventColumns", "Execution", "valid_flag"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,8 @@ class Execution:
         return replace(self, height=height)
 
 
-def _valid_flag(column: str) -> str:
+def valid_flag(column: str) -> str:
+    """Name of the boolean column that says whether value column ``column`` holds a value."""
     return f"{column}__valid"
 
 
@@ -74,4 +75,4 @@ class ChunkColumns:
     start: str = "start"
     end: str = "end"
     seq: str = "seq"  # arrival number, for tie-breaks and late rows
-    valid: Callable[[str], str] = _valid_flag  # value column -> its boolean column (absent: nulls from the values)
+    valid: Callable[[str], str] = valid_flag  # value column -> its boolean column (absent: nulls from the values)
