@@ -117,18 +117,19 @@ def check_checkpoint(folder: Path, record: dict) -> None:
     os.replace(temp, path)
 
 
-def _input_schema(spark: SparkSession, cfg: RunConfig, folder: Path) -> tuple[T.StructType, str]:
-    """The schema of the input folder's files (as ``spanning run`` reads them), and their format."""
+def files_there(spark: SparkSession, cfg: RunConfig, fmt: str | None = None) -> tuple[DataFrame, str]:
+    """The files already in the input folder, read as ``spanning run`` reads them, and their format: they fix
+    the schema and the column kinds."""
     from spanning.app.files import input_files
 
     try:
-        inputs = input_files([str(folder)], cfg.inputs.format, cfg.inputs.delimiter)
+        inputs = input_files(cfg.inputs.paths, fmt or cfg.inputs.format, cfg.inputs.delimiter)
     except UsageError as err:
         raise UsageError(
-            f"{err}: spanning stream reads the schema and column kinds from the files already in {folder};"
-            " put one file there before starting"
+            f"{err}: spanning stream reads the schema and column kinds from the files already in"
+            f" {cfg.inputs.paths[0]}; put one file there before starting"
         ) from None
-    return read_input(spark, inputs).schema, inputs.format
+    return read_input(spark, inputs), inputs.format
 
 
 def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) -> StreamQuery:
@@ -146,12 +147,14 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     saved = json.loads((state / JOB_FILE).read_text()) if (state / JOB_FILE).exists() else {}
     if "format" in saved:  # a restart: the schema the stream started with, not the files there now
         schema, fmt = T.StructType.fromJson(json.loads(saved["schema"])), saved["format"]
+        there = None
     else:
-        schema, fmt = _input_schema(spark, cfg, folder)
+        there, fmt = files_there(spark, cfg)
+        schema = there.schema
     check_checkpoint(state, job_record(cfg, options, schema, fmt))
     # the column kinds: counted once over the files there at the start, then kept with the checkpoint
     kinds_file = state / KINDS_FILE
-    kinds = KindCounts(lambda: read_input_batch(spark, cfg, fmt),
+    kinds = KindCounts(lambda: there if there is not None else files_there(spark, cfg, fmt)[0],
                        json.loads(kinds_file.read_text()) if kinds_file.exists() else None)  # fmt: skip
     reader = spark.readStream.schema(schema)
     if options.max_files_per_trigger:
@@ -179,46 +182,39 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     rows = rows.unionByName(controls, allowMissingColumns=True)
 
     aggregates = {name: f"_agg_{i}" for i, name in enumerate([*cfg.query.aggregate_columns, EVENTS_COLUMN])}
+    specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
+    internal = {aggregates[name]: spec for name, spec in specs.items()}  # the processor's column -> aggregate
     originals = {name: f"_in_{i}" for i, name in enumerate(prepared.original_columns)}
-    out_schema = _output_schema(prepared, cfg, aggregates, originals)
-    processor = _processor(prepared, cfg, list(rows.columns), (aggregates, originals), out_schema)
+    out_schema = _output_schema(prepared, internal, originals)
+    processor = _processor(prepared, cfg, list(rows.columns), (internal, originals, aggregates[EVENTS_COLUMN]),
+                           out_schema)  # fmt: skip
     out = rows.groupBy(BUCKET).transformWithStateInPandas(processor, out_schema, "Append", "None")
     return StreamQuery(out, prepared, cfg, options, aggregates, originals)
 
 
-def read_input_batch(spark: SparkSession, cfg: RunConfig, fmt: str) -> DataFrame:
-    """The files already in the input folder, read as ``spanning run`` reads them: they fix the column kinds."""
-    from spanning.app.files import input_files
-
-    return read_input(spark, input_files(cfg.inputs.paths, fmt, cfg.inputs.delimiter))
-
-
-def _output_schema(prepared: Prepared, cfg: RunConfig, aggregates: dict, originals: dict) -> T.StructType:
+def _output_schema(prepared: Prepared, aggregates: dict, originals: dict) -> T.StructType:
     schema = prepared.rows.schema
     fields = [T.StructField(KIND, T.StringType())]
     fields += [T.StructField(key_column(i), schema[key_column(i)].dataType) for i in range(len(prepared.keys))]
     fields += [T.StructField("window_start", T.LongType()), T.StructField("window_end", T.LongType())]
-    specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
-    fields += [T.StructField(internal, result_type(specs[name], prepared)) for name, internal in aggregates.items()]
+    fields += [T.StructField(internal, result_type(spec, prepared)) for internal, spec in aggregates.items()]
     fields += [T.StructField(internal, schema[name].dataType) for name, internal in originals.items()]
     fields += [T.StructField("windows_missed", T.LongType()), T.StructField(REASON, T.StringType())]
     fields += [T.StructField(BUCKET, T.IntegerType()), *[T.StructField(name, T.LongType()) for name in STATS]]
     return T.StructType(fields)
 
 
-def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], internal: tuple[dict, dict],
+def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], internal: tuple[dict, dict, str],
                schema: T.StructType) -> Any:  # fmt: skip
     """The stateful processor: each bucket's ``OpenWindows``, fed a micro-batch of its rows."""
-    aggregates, originals = internal
+    # the processor's aggregate columns -> their specs; input -> internal column; the hidden count of events
+    specs, originals, events_column = internal
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
     # only plain values in the closure: Spark's driver-side runner unpickles the processor where the shipped
     # engine is not importable (it runs the executors' Python on the driver's host)
     window = (cfg.query.spec.range, cfg.query.spec.slide, cfg.query.spec.ttp, cfg.query.spec.offset)
     keys = [key_column(i) for i in range(len(prepared.keys))]
-    specs = {internal: ({**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"})[name]
-             for name, internal in aggregates.items()}  # fmt: skip
-    events_column = aggregates[EVENTS_COLUMN]
     series_start = None if cfg.query.series_start == "first" else int(cfg.query.series_start)
     value_columns = [*prepared.value_types, *[valid_column(c) for c in prepared.value_types], *prepared.result_types]
     columns = [f.name for f in schema.fields]
