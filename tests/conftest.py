@@ -25,10 +25,12 @@ def spark():
 
     session = get_session("local[2]")
     yield session
-    root = session.sparkContext._temp_dir if hasattr(session.sparkContext, "_temp_dir") else None
+    from pyspark import SparkFiles
+
+    root = SparkFiles.getRootDirectory()  # where addPyFile put the engine zip, on this process's path too
     session.stop()
-    # addPyFile put the engine zip on this process's path; stopping deletes it: later imports must not look there
-    shipped = [p for p in sys.path if p.endswith(".zip") and ("userFiles-" in p or (root and p.startswith(root)))]
+    # stopping deletes that folder: later imports must not look there
+    shipped = [p for p in sys.path if p.startswith(root)]
     for path in shipped:
         sys.path.remove(path)
         sys.path_importer_cache.pop(path, None)
