@@ -127,7 +127,7 @@ def _text_stats(frame: DataFrame, columns: dict[str, Column], full: set[str] | N
 class KindCounts:
     """The counts that fix column kinds (``_text_stats``), made over ``rows()`` when first asked for.
 
-    ``saved`` counts (from ``saved`` after an earlier run) are not made again: a stream counts once, over the
+    Counts in ``saved`` (the ``saved`` of an earlier run) are not made again: a stream counts once, over the
     files there when it starts, and keeps the counts in its checkpoint, so that a restart reads the same
     kinds without reading every file again.
     """
