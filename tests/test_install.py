@@ -65,6 +65,8 @@ def test_every_subcommand_but_bench_needs_only_the_base_dependencies(tmp_path):
         (["tune-height", "--range", "10000", "--slide", "200", "--mu", "50", "--events", "2000"], 0, ""),
         (["tune-height", "calls.csv", "--range", "15m", "--slide", "5m", "--start", "start", "--end", "end"], 0, ""),
         (["run", "calls.csv", *RUN[:-2], "--output", "spark-out"], 2, "the Spark engine needs pyspark"),
+        (["stream", ".", *RUN[:-2], "--output", "stream-out", "--checkpoint", "chk"], 2,
+         "the Spark engine needs pyspark"),  # fmt: skip
         (
             [
                 "tune-height",
@@ -100,7 +102,7 @@ def test_every_subcommand_but_bench_needs_only_the_base_dependencies(tmp_path):
             assert len(err.strip().splitlines()) == 1 and err.startswith("spanning: error:") and message in err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["rows_read"] == 20 == summary["accepted"] + summary["rejected"] and summary["rejected"] == 2
-    assert not (tmp_path / "spark-out").exists()
+    assert not (tmp_path / "spark-out").exists() and not (tmp_path / "stream-out").exists()
 
 
 def _copy_of_the_checkout(target: Path) -> Path:
@@ -151,6 +153,14 @@ def test_pip_install_with_the_spark_extra_gives_a_working_command(tmp_path):
     assert (out / "windows").is_dir() and (out / "_SPANNING_OUTPUT").is_file()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rows_read"] == 20 == summary["accepted"] + summary["rejected"] and summary["rejected"] == 2
+    arriving = elsewhere / "arriving"  # spanning stream: its state API needs protobuf, which the extra brings
+    arriving.mkdir()
+    (arriving / "calls.csv").write_text(CALLS)
+    done = command(spanning, "stream", arriving, *RUN[:-2], "--output", "stream", "--checkpoint", "chk",
+                   "--master", "local[2]")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    streamed = json.loads((elsewhere / "stream" / "summary.json").read_text())
+    assert streamed["rows_read"] == 20 and streamed["rejected"] == 2 and streamed["windows"] > 0
     bench = command(spanning, "bench", "--quick")
     assert bench.returncode == 2 and bench.stderr.startswith("spanning: error: spanning bench needs the bench extra")
     print(f"install {installed:.1f} s, all {time.perf_counter() - began:.1f} s")
