@@ -15,6 +15,10 @@ positive. That is column arithmetic, with no sort and no Python. The windows the
   change points. Two rows per event instead of b − a + 1; counts and integer sums and means;
 * ``dyadic``: each run as its aligned power-of-two blocks, merged per (key, block), then expanded to
   windows once per key; O(log(b − a)) rows per event; everything ``explode`` covers;
+* ``vector``: the runs handed once to numpy over Arrow (``spanning.engines.window_ranges``): per key,
+  difference arrays for counts and integer sums, a segment tree with range updates for min, max and float
+  sums, each covered window written once. Two Arrow transfers and one shuffle of the events by key,
+  whatever b − a; no sort and no per-event Python. Counts, sums, means, min and max of numeric columns;
 * ``python``: the mapInPandas job (``spark_jobs.windowed``), for what only Python does: the paper's
   per-event techniques, point-event SWAGs, and the aggregates these plans do not cover.
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -39,6 +44,7 @@ from spark_jobs.prepare import END, REASON, SEQ, SERIES, START, Prepared, as_rea
 
 RANGE_FROM = 6.0  # windows per event from which the range update beats the explode (measured; see the README)
 DYADIC_FROM = 32.0  # ... and from which dyadic blocks do, for min and max
+VECTOR_FROM = 8.0  # ... and from which the numpy pass beats them all (measured; see docs/BENCHMARKS.md)
 KEY_IDS_FROM = 6.0  # ... and from which grouping by a key id pays for its broadcast join
 A, B, MISSED_RUN, K = "_a", "_b", "_missed", "_k"
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row columns (spark_jobs.windowed)
@@ -79,6 +85,7 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | None) ->
     if plan == "python":
         return Choice("python", "--plan python")
     rangeable = all(_range_kind(prepared, a) for a in prepared.aggregates(cfg.query).values())
+    vectorisable = all(_vector_kind(prepared, a) for a in prepared.aggregates(cfg.query).values())
     per_event = windows_per_event(cfg, sample) if sample is not None and not needs_python else None
     many = per_event is not None and per_event >= KEY_IDS_FROM
     if plan != "auto":
@@ -87,11 +94,17 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | None) ->
         if plan == "range" and not rangeable:
             raise UsageError("--plan range covers count, count:col and sums or means of integer columns: "
                              "use dyadic or explode")  # fmt: skip
-        return Choice(plan, f"--plan {plan}", per_event, plan != "explode" or many)
+        if plan == "vector" and not vectorisable:
+            raise UsageError("--plan vector covers count, sum, mean, min and max of integer and float columns: "
+                             "use dyadic or explode")  # fmt: skip
+        return Choice(plan, f"--plan {plan}", per_event, plan in ("range", "dyadic") or (plan == "explode" and many))
     if needs_python:
         return Choice("python", needs_python)
     if per_event is None:
         return Choice("explode", "a small input (no sample measured): the explode is never far from the best")
+    if vectorisable and prepared.keys and per_event >= VECTOR_FROM:
+        return Choice("vector", f"{per_event:.1f} windows per event ≥ {VECTOR_FROM}: one numpy pass per key, "
+                      "no row per window before the output", per_event)  # fmt: skip
     if rangeable and per_event >= RANGE_FROM:
         return Choice("range", f"{per_event:.1f} windows per event ≥ {RANGE_FROM}: two rows per event", per_event, True)
     if per_event >= DYADIC_FROM:
@@ -130,6 +143,11 @@ def _range_kind(prepared: Prepared, spec: str) -> bool:
     if sql in (SqlFunction.SUM, SqlFunction.AVG):
         return isinstance(prepared.value_types[agg.column], T.LongType)
     return False
+
+
+def _vector_kind(prepared: Prepared, spec: str) -> bool:
+    agg = parse_aggregate(spec)
+    return agg.column is None or isinstance(prepared.value_types[agg.column], (T.LongType, T.DoubleType))
 
 
 def window_runs(rows: DataFrame, cfg: RunConfig, keys: list[str], series_start: str) -> DataFrame:
@@ -198,7 +216,7 @@ def jvm_window_job(
     runs = window_runs(events, cfg, group, series_start)
     outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     active = runs.where(F.col(A) <= F.col(B))
-    build = {"range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode}[plan]
+    build = {"range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode, "vector": _vectorised}[plan]
     windows = build(active, prepared, group, outputs)
     if ids is not None:
         windows = windows.join(F.broadcast(ids), KEY_ID).select(
@@ -237,11 +255,21 @@ def late_rows(prepared: Prepared, cfg: RunConfig, series_start: str) -> DataFram
 # partials: per aggregate, what each event contributes, how contributions merge, and the result
 
 
+class PartialColumn(NamedTuple):
+    """One merged column of an aggregate: what each event contributes and how contributions merge."""
+
+    name: str
+    contribution: Column  # an event's contribution, over the internal columns
+    merge: str  # "sum" | "max" | "min"
+    derive: str  # the same contribution from the value ("vector" plan): "one", "valid", "value", "high", "low"
+    source: str | None = None  # the internal value column it derives from
+
+
 @dataclass
 class Partial:
     """One aggregate as columns that merge by sum, max or min, and its result from the merged columns."""
 
-    columns: list[tuple[str, Column, str]]  # (name, an event's contribution, merge: "sum" | "max" | "min")
+    columns: list[PartialColumn]
     lower: Callable[[], Column]  # the result, over the merged columns (by name)
 
 
@@ -259,21 +287,21 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
     agg = parse_aggregate(spec)
     sql = agg.capabilities.sql
     if sql is SqlFunction.COUNT and agg.column is None:
-        return Partial([("_n", F.lit(1).cast("long"), "sum")], lambda: F.col("_n"))
+        return Partial([PartialColumn("_n", F.lit(1).cast("long"), "sum", "one")], lambda: F.col("_n"))
     c = agg.column
     value, valid, n = F.col(c), F.col(valid_column(c)), f"_n{c}"
-    count = (n, valid.cast("long"), "sum")
+    count = PartialColumn(n, valid.cast("long"), "sum", "valid", c)
     if sql is SqlFunction.COUNT:
         return Partial([count], lambda: F.col(n))
     if sql in (SqlFunction.MIN, SqlFunction.MAX):
         kind = sql.value
         best = f"_{kind}{c}"
-        return Partial([(best, F.when(valid, value), kind)], lambda: F.col(best))
+        return Partial([PartialColumn(best, F.when(valid, value), kind, "value", c)], lambda: F.col(best))
     if sql not in (SqlFunction.SUM, SqlFunction.AVG):
         raise ValueError(f"no JVM plan for {spec!r}")
     if not isinstance(prepared.value_types[c], T.LongType):  # a double sum, in the order Spark adds
         total = f"_s{c}"
-        columns = [count, (total, F.when(valid, value), "sum")]
+        columns = [count, PartialColumn(total, F.when(valid, value), "sum", "value", c)]
         if sql is SqlFunction.AVG:
             return Partial(columns, lambda: F.when(F.col(n) > 0, F.col(total) / F.col(n)))
         return Partial(columns, lambda: F.when(F.col(n) > 0, F.col(total)))
@@ -281,8 +309,11 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
     # below 2^31 events per window. With the carry of the low part moved up, the sum fits 64 bits exactly
     # when the high part fits 32 bits.
     high, low = f"_h{c}", f"_l{c}"
-    columns = [count, (high, F.when(valid, F.shiftright(value, 32)).otherwise(0), "sum"),
-               (low, F.when(valid, value.bitwiseAND(F.lit(LOW_BITS))).otherwise(0), "sum")]  # fmt: skip
+    columns = [
+        count,
+        PartialColumn(high, F.when(valid, F.shiftright(value, 32)).otherwise(0), "sum", "high", c),
+        PartialColumn(low, F.when(valid, value.bitwiseAND(F.lit(LOW_BITS))).otherwise(0), "sum", "low", c),
+    ]
 
     def parts() -> tuple[Column, Column]:
         return F.col(high) + F.shiftright(F.col(low), 32), F.col(low).bitwiseAND(F.lit(LOW_BITS))
@@ -305,10 +336,10 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
     return Partial(columns, checked)
 
 
-def _partials(outputs: dict[str, str], prepared: Prepared) -> tuple[list[Partial], list[tuple[str, Column, str]]]:
+def _partials(outputs: dict[str, str], prepared: Prepared) -> tuple[list[Partial], list[PartialColumn]]:
     """The partials of every output, and their columns without repeats."""
     parts = [_partial(spec, prepared) for spec in outputs.values()]
-    columns = {name: (name, contribution, kind) for p in parts for name, contribution, kind in p.columns}
+    columns = {column.name: column for p in parts for column in p.columns}
     return parts, list(columns.values())
 
 
@@ -317,10 +348,10 @@ def _lowered(merged: DataFrame, keys: list[str], parts: list[Partial], outputs: 
     return merged.select(*key_cols, K, *[p.lower().alias(name) for p, name in zip(parts, outputs, strict=True)])
 
 
-def _aggregated(frame: DataFrame, by: list, columns: list[tuple[str, Column, str]], from_events: bool) -> DataFrame:
+def _aggregated(frame: DataFrame, by: list, columns: list[PartialColumn], from_events: bool) -> DataFrame:
     """``frame`` grouped by ``by``: contributions of events (``from_events``) or merged partial columns."""
     return frame.groupBy(*by).agg(*[
-        MERGE[kind](contribution if from_events else F.col(name)).alias(name) for name, contribution, kind in columns
+        MERGE[c.merge](c.contribution if from_events else F.col(c.name)).alias(c.name) for c in columns
     ])  # fmt: skip
 
 
@@ -364,8 +395,8 @@ def _range_update(active: DataFrame, prepared: Prepared, keys: list[str], output
     parts, columns = _partials(outputs, prepared)
     edges = F.array(F.struct(F.col(A).alias(K), F.lit(1).alias("_sign")),
                     F.struct((F.col(B) + 1).alias(K), F.lit(-1).alias("_sign")))  # fmt: skip
-    signed = active.select(*key_cols, F.inline(edges), *[contribution.alias(name) for name, contribution, _ in columns])
-    names = [name for name, _, _ in columns]
+    signed = active.select(*key_cols, F.inline(edges), *[c.contribution.alias(c.name) for c in columns])
+    names = [c.name for c in columns]
     deltas = signed.groupBy(*key_cols, K).agg(*[F.sum(F.col(c) * F.col("_sign")).alias(c) for c in names])
     order = Window.partitionBy(*key_cols).orderBy(K) if keys else Window.orderBy(K)
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -377,3 +408,65 @@ def _range_update(active: DataFrame, prepared: Prepared, keys: list[str], output
         *key_cols, F.explode(F.sequence(F.col(K), F.col("_next") - 1)).alias(K), *names
     )
     return _lowered(filled, keys, parts, outputs)
+
+
+def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
+    """The runs of each key's events merged by ``spanning.engines.window_ranges`` in numpy.
+
+    The events go once by key to ``mapInArrow`` with only the keys, the run and each value column once
+    (null where the value is missing); the partial columns derive from them in numpy. Each task holds its
+    partition's events at once (about 40 bytes each plus the keys, see ``--partitions``) and yields every
+    covered window of its keys, merged: Spark aggregates nothing, and no row exists per (event, window).
+    """
+    key_cols = [quoted(k) for k in keys]
+    parts, columns = _partials(outputs, prepared)
+    sources = sorted({c.source for c in columns if c.source is not None})
+    shipped = [F.when(F.col(valid_column(v)), F.col(v)).alias(v) for v in sources]
+    inputs = active.select(*key_cols, F.col(A), F.col(B), *shipped)
+    derived = [(c.name, c.merge, c.derive, c.source) for c in columns]  # plain values, for the executors
+    schema = T.StructType([  # a merged value keeps its column's type; counts and the parts of sums are longs
+        *[inputs.schema[k] for k in keys], T.StructField(K, T.LongType(), False),
+        *[T.StructField(c.name, inputs.schema[c.source].dataType if c.derive == "value" else T.LongType())
+          for c in columns],
+    ])  # fmt: skip
+
+    def windows_of_partition(batches):  # runs on the executors: numpy and pyarrow only
+        import numpy as np
+        import pyarrow as pa
+
+        from spanning.engines.window_ranges import aggregate_runs, key_codes
+
+        batches = list(batches)
+        if not batches or not sum(b.num_rows for b in batches):
+            return
+        table = pa.Table.from_batches(batches)
+        n = table.num_rows
+        codes = key_codes([table.column(k) for k in keys]) if keys else np.zeros(n, np.int64)
+        read = {}
+        for v in sources:
+            column = table.column(v).combine_chunks()
+            present = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
+            read[v] = (column.fill_null(0).to_numpy(zero_copy_only=False), present, column.type)
+        values = []
+        for _, merge, derive, source in derived:  # PartialColumn.contribution, in numpy
+            if derive == "one":
+                values.append((np.ones(n, np.int64), None, merge))
+                continue
+            value, present, _ = read[source]
+            if derive == "valid":
+                values.append((np.ones(n, np.int64) if present is None else present.astype(np.int64), None, merge))
+            elif derive == "value":
+                values.append((value, present, merge))
+            else:
+                part = value >> 32 if derive == "high" else value & LOW_BITS
+                values.append((part if present is None else np.where(present, part, 0), None, merge))
+        got = aggregate_runs(codes, table.column(A).to_numpy(), table.column(B).to_numpy(), values)
+        rows = pa.array(got.key_row)
+        arrays = [table.column(k).take(rows).combine_chunks() for k in keys] + [pa.array(got.window)]
+        for (_, _, derive, source), merged, present in zip(derived, got.values, got.present, strict=True):
+            kind = read[source][2] if derive == "value" else pa.int64()
+            arrays.append(pa.array(merged, type=kind, mask=None if present is None else ~present))
+        yield from pa.Table.from_arrays(arrays, names=[*keys, K, *[d[0] for d in derived]]).to_batches(1 << 16)
+
+    spread = inputs.repartition(*key_cols) if keys else inputs.repartition(1)
+    return _lowered(spread.mapInArrow(windows_of_partition, schema), keys, parts, outputs)

@@ -1,4 +1,4 @@
-"""The JVM plans of the Spark job (explode, range update, dyadic blocks) against the oracle and the Python plan.
+"""The plans of the Spark job (explode, range update, dyadic blocks, vector) against the oracle and the Python plan.
 
 Random small streams: short and long calls, point events, ω mod β = 0 and ≠ 0, small and large TTP,
 several keys with a null key, null values, every series start. Each key's rows arrive in end order
@@ -111,6 +111,7 @@ def _same(got: dict, want: dict) -> None:
         ("explode", ALL_AGGS, False),
         ("range", RANGE_AGGS, True),
         ("dyadic", ALL_AGGS, True),
+        ("vector", ALL_AGGS, False),
     ],
 )
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -139,10 +140,11 @@ def test_plans_agree_with_the_python_plan_on_a_worked_example(spark, tmp_path):
     # Call 3 [1,30) arrives at 30: it counts in [20,30) and [25,35) and misses the five from [-5,5) to [15,25).
     expected_a = {0: 2, 5: 2, 20: 1, 25: 1}
     results = {}
-    for plan, aggs in (("python", RANGE_AGGS), ("explode", RANGE_AGGS), ("range", RANGE_AGGS), ("dyadic", RANGE_AGGS)):
-        results[plan] = _plan_output(spark, tmp_path, frame, (10, 5), 0, "earliest", aggs, plan)
+    plans = ("python", "explode", "range", "dyadic", "vector")
+    for plan in plans:
+        results[plan] = _plan_output(spark, tmp_path, frame, (10, 5), 0, "earliest", RANGE_AGGS, plan)
         windows, late = results[plan]
         assert {s: v["count"] for (k, s), v in windows.items() if k == "a"} == expected_a
         assert windows[("a", 0)]["sum_v"] == 10 and windows[("a", 0)]["count_v"] == 1  # the null is not counted
         assert late == {0: 1, 1: 1, 3: 5}
-    assert results["python"] == results["explode"] == results["range"] == results["dyadic"]
+    assert all(results[plan] == results["python"] for plan in plans)

@@ -41,7 +41,8 @@ __all__ = [
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 CHRONON_MS = {"s": 1000, "ms": 1}
 EVENTS_COLUMN = "__events"  # hidden count used to skip empty windows
-PLANS = ("auto", "explode", "range", "dyadic", "python")  # --plan: how the Spark job computes (spark_jobs.plans)
+# --plan: how the Spark job computes (spark_jobs.plans)
+PLANS = ("auto", "explode", "range", "dyadic", "vector", "python")
 INPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 
 # why an input row could not be used (the `reason` column of rejected/)
@@ -231,7 +232,7 @@ class SparkOptions:
 
     master: str | None = None  # None: spark-submit's, else local[*]
     partitions: int | None = None  # shuffle partitions (default: 2 per core)
-    plan: str = "auto"  # one of PLANS: auto, explode, range, dyadic (JVM plans) or python (mapInPandas)
+    plan: str = "auto"  # one of PLANS: auto, explode, range, dyadic (JVM plans), vector (numpy) or python
 
     def __post_init__(self) -> None:
         if self.plan not in PLANS:

@@ -1,0 +1,169 @@
+"""Windows of events that each count in one run of consecutive windows, per key, with array operations.
+
+The batch form of SE-Slicing (Suzanne et al., §4) once each event's run of windows ``[a, b]`` is known
+(``spark_jobs.plans.window_runs`` derives it from the TTP semantics: with each key's events in end order,
+an event counts in one contiguous run of window numbers). A window's aggregate then merges the partials of
+the events whose run contains it, which is a range update followed by point queries:
+
+* each key's window numbers are cut at every run's ``a`` and ``b + 1`` into elementary intervals, over
+  which the set of covering events does not change (a dense grid when the keys' window spans are small);
+* counts and integer sums are difference arrays: ``+x`` at ``a``, ``−x`` at ``b + 1``, a running sum;
+* max, min and float sums use a segment tree with range updates: each run touches at most two nodes per
+  level, then one push-down gives every leaf its merge. No float is subtracted, so float sums add the same
+  values as the explode query, in another order;
+* each covered elementary interval becomes its windows, one row per window number.
+
+Every step is a numpy array operation over all keys at once; nothing is done per event in Python.
+
+>>> import numpy as np
+>>> got = aggregate_runs(np.array([0, 0, 1]), np.array([0, 2, 5]), np.array([3, 2, 5]),
+...                      [(np.array([1, 1, 1]), None, "sum"), (np.array([4.0, 9.0, 1.0]), None, "max")])
+>>> got.window.tolist(), got.values[0].tolist(), got.values[1].tolist()
+([0, 1, 2, 3, 5], [1, 1, 2, 1, 1], [4.0, 4.0, 9.0, 4.0, 1.0])
+>>> got.key_row.tolist()  # an input row of each window's key
+[0, 0, 0, 0, 2]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+MERGES = {"sum": np.add, "max": np.maximum, "min": np.fmin}  # fmin: NaN only when every value is NaN, as Spark's min
+DENSE_PER_EVENT = 4  # a dense (key, window) grid when it has at most this many cells per event
+
+
+@dataclass
+class RunWindows:
+    """The covered windows, in (key, window) order: one entry per window."""
+
+    key_row: np.ndarray  # index of an input row of the window's key
+    window: np.ndarray  # window number
+    values: list[np.ndarray]  # one per column, merged over the events whose run contains the window
+    present: list[np.ndarray | None]  # per column: False where no event had a value (None: always present)
+
+
+def aggregate_runs(
+    codes: np.ndarray, first: np.ndarray, last: np.ndarray, columns: Sequence[tuple[np.ndarray, np.ndarray | None, str]]
+) -> RunWindows:
+    """Merge each column over the windows ``first[i] .. last[i]`` of each event ``i``, per key code.
+
+    ``codes`` are non-negative key codes (``key_codes``); every ``first <= last``. ``columns`` are
+    ``(values, present, merge)`` with ``merge`` in ``MERGES``; ``present`` (or None: all present) marks the
+    events that have a value. Windows that no event covers are left out.
+    """
+    n = len(first)
+    empty = np.zeros(0, np.int64)
+    if n == 0:
+        return RunWindows(empty, empty, [np.zeros(0, v.dtype) for v, _, _ in columns], [None] * len(columns))
+    codes = np.asarray(codes, np.int64)
+    low, high = np.asarray(first, np.int64), np.asarray(last, np.int64) + 1
+    point_code, point_window, i_low, i_high = _elementary_intervals(codes, low, high)
+    cells = len(point_code) - 1  # elementary interval j is [point j, point j + 1) of one key
+    covering = _difference_sum(cells, i_low, i_high, np.ones(n, np.int64))
+    live = np.flatnonzero(covering > 0)  # covered, so both ends belong to the same key
+    lengths = point_window[live + 1] - point_window[live]
+    cell = np.repeat(live, lengths)
+    window = point_window[cell] + (np.arange(len(cell)) - np.repeat(np.cumsum(lengths) - lengths, lengths))
+    first_row = np.full(int(codes.max()) + 1, n, np.int64)
+    np.minimum.at(first_row, codes, np.arange(n))
+    values, present = [], []
+    for column, has, merge in columns:
+        column = np.asarray(column)
+        has = None if has is None else np.asarray(has, bool)
+        if merge == "sum" and column.dtype.kind in "iub":  # exact in int64 (callers split wide sums)
+            merged = _difference_sum(cells, i_low, i_high, column.astype(np.int64) * (1 if has is None else has))
+        else:
+            identity = _identity(merge, column.dtype)
+            contribution = column if has is None else np.where(has, column, identity)
+            merged = _tree_merge(cells, i_low, i_high, contribution, MERGES[merge], identity)
+        values.append(merged[cell])
+        counted = None if has is None else _difference_sum(cells, i_low, i_high, has.astype(np.int64))[cell] > 0
+        present.append(counted)
+    return RunWindows(first_row[point_code[cell]], window, values, present)
+
+
+def _elementary_intervals(codes, low, high):
+    """The sorted distinct (key, window) points where some run starts or ends, and each run's two indices."""
+    n = len(low)
+    base = int(low.min())
+    span = int(high.max()) - base + 1
+    keys = int(codes.max()) + 1
+    if keys * span <= DENSE_PER_EVENT * n + 1024:  # every window of every key's span is a point
+        grid = np.arange(keys * span, dtype=np.int64)
+        return grid // span, grid % span + base, codes * span + (low - base), codes * span + (high - base)
+    both_codes = np.concatenate([codes, codes])
+    both_windows = np.concatenate([low, high])
+    if keys * span < 2**62:  # one int64 per point: a single sort
+        order = np.argsort(both_codes * span + (both_windows - base), kind="stable")
+    else:
+        order = np.lexsort((both_windows, both_codes))
+    sorted_codes, sorted_windows = both_codes[order], both_windows[order]
+    new = np.ones(len(order), bool)
+    new[1:] = (sorted_codes[1:] != sorted_codes[:-1]) | (sorted_windows[1:] != sorted_windows[:-1])
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.cumsum(new) - 1
+    return sorted_codes[new], sorted_windows[new], rank[:n], rank[n:]
+
+
+def _difference_sum(cells: int, i_low, i_high, values) -> np.ndarray:
+    """Σ values over the runs covering each elementary interval: +x at the run's start, −x past its end."""
+    delta = np.zeros(cells + 1, np.int64)
+    np.add.at(delta, i_low, values)
+    np.subtract.at(delta, i_high, values)
+    return np.cumsum(delta[:cells])
+
+
+def _tree_merge(cells: int, i_low, i_high, values, merge, identity) -> np.ndarray:
+    """A segment tree with range updates: each run [i_low, i_high) merged into the O(log) nodes that cover it
+    (at most two per level, bottom-up), then pushed down level by level to the leaves."""
+    leaves = 1 << max(cells - 1, 0).bit_length()
+    tree = np.full(2 * leaves, identity, values.dtype)
+    left, right, v = i_low + leaves, i_high + leaves, values
+    while len(left):
+        odd = (left & 1) == 1  # a left border that is a right child: take it, step right
+        merge.at(tree, left[odd], v[odd])
+        left = left + odd
+        odd = (right & 1) == 1  # a right border past a left child: take that child
+        right = right - odd
+        merge.at(tree, right[odd], v[odd])
+        left, right = left >> 1, right >> 1
+        going = left < right
+        left, right, v = left[going], right[going], v[going]
+    size = 1
+    while size < leaves:  # push down: children merge their parent's value
+        children = tree[2 * size : 4 * size].reshape(-1, 2)
+        merge(children, tree[size : 2 * size, None], out=children)
+        size *= 2
+    return tree[leaves : leaves + cells]
+
+
+def _identity(merge: str, dtype: np.dtype):
+    if merge == "sum":
+        return dtype.type(0)
+    if dtype.kind == "f":
+        return dtype.type(-np.inf if merge == "max" else np.inf)
+    info = np.iinfo(dtype)
+    return info.min if merge == "max" else info.max
+
+
+def key_codes(arrays: Sequence) -> np.ndarray:
+    """Dense int64 codes of the rows' keys (pyarrow arrays, nulls are a key), equal rows equal codes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not arrays:
+        return np.zeros(0, np.int64)
+    codes = None
+    for array in arrays:
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        encoded = pc.dictionary_encode(array, null_encoding="encode")
+        part = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        if codes is None:
+            codes = part
+        else:  # mixed radix, compacted so that many key columns never overflow
+            codes = np.unique(codes * len(encoded.dictionary) + part, return_inverse=True)[1].astype(np.int64)
+    return codes
