@@ -155,19 +155,28 @@ def window_runs(rows: DataFrame, cfg: RunConfig, keys: list[str], series_start: 
     if series_start == "first":  # the start of each key's first event in end order, as a stream has it
         by_key = Window.partitionBy(*[quoted(k) for k in keys]) if keys else Window.partitionBy(F.lit(0))
         rows = rows.withColumn(SERIES, F.min_by(F.col(START), F.struct(END, SEQ)).over(by_key))
+    a, b, missed = _run_bounds(cfg, None if series_start == "earliest" else SERIES)
+    return rows.select("*", F.expr(a).alias(A), F.expr(b).alias(B), F.expr(missed).alias(MISSED_RUN))
+
+
+def late_flag(cfg: RunConfig, series_start: str) -> Column | None:
+    """Whether an event is late, over its own columns only (no per-key series column), or None if that needs one."""
+    if series_start == "first":
+        return None
+    series = None if series_start == "earliest" else f"CAST({int(series_start)} AS BIGINT)"
+    return F.expr(f"{_run_bounds(cfg, series)[2]} > 0")
+
+
+def _run_bounds(cfg: RunConfig, series: str | None) -> tuple[str, str, str]:
+    """SQL for a, b and the windows missed, from _start, _end and ``series`` (the key's series start, or None
+    from the key's earliest start: the series never begins after an event's first window, so no term)."""
     s, o, w, d = cfg.query.slide, cfg.query.offset, cfg.query.range, cfg.query.ttp
     overlap_first = _first_overlapped(cfg)
     open_first = f"(-{_floordiv(f'{o + w + d} - {END}', s)})"
-    # from the key's earliest start, the series never begins after an event's first window: no per-key pass
-    series_first = [] if series_start == "earliest" else [f"({_floordiv(f'{SERIES} - {o} - {w}', s)} + 1)"]
+    series_first = [] if series is None else [f"({_floordiv(f'{series} - {o} - {w}', s)} + 1)"]
     a = f"greatest({', '.join([overlap_first, open_first, *series_first])})"
     b = _last_overlapped(cfg)
-    return rows.select(
-        "*",
-        F.expr(a).alias(A),
-        F.expr(b).alias(B),
-        F.expr(f"greatest(least({b} + 1, {a}) - {overlap_first}, 0)").alias(MISSED_RUN),
-    )
+    return a, b, f"greatest(least({b} + 1, {a}) - {overlap_first}, 0)"
 
 
 def key_ids(events: DataFrame, keys: list[str]) -> DataFrame | None:

@@ -339,18 +339,22 @@ def as_read(prepared: Prepared) -> list[Column]:
     return [quoted(c) for c in prepared.original_columns]
 
 
-def events(prepared: Prepared, series_start: str, counts: Observation | None = None) -> DataFrame:
+def events(
+    prepared: Prepared, series_start: str, counts: Observation | None = None, late: Column | None = None
+) -> DataFrame:
     """The usable rows as engine input: keys, _seq, _start, _end, _series and value columns.
 
     With ``counts``, the rows read and rejected are counted on the way (``read``, ``rejected``), so the
-    query that consumes these events also yields the counts, with no pass of its own.
+    query that consumes these events also yields the counts, with no pass of its own; with ``late`` (a
+    flag over _start and _end), the usable rows it flags too (``late``).
     """
     rows = prepared.rows
     if counts is not None:  # observed over the columns used only: the scan stays as narrow as without
         used = [*[key_column(i) for i in range(len(prepared.keys))], SEQ, START, END, *prepared.value_types,
                 *[valid_column(c) for c in prepared.value_types], *prepared.result_types, REASON]  # fmt: skip
+        late_count = [] if late is None else [F.count_if(F.col(REASON).isNull() & late).alias("late")]
         rows = rows.select(*[quoted(c) for c in used]).observe(
-            counts, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected")
+            counts, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected"), *late_count
         )
     rows = rows.where(F.col(REASON).isNull())
     columns = [

@@ -17,7 +17,7 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.app.outputs import finish_output, output_folder
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import window_labels
-from spark_jobs.plans import Choice, choose_plan, jvm_window_job, key_ids, late_rows, python_only
+from spark_jobs.plans import Choice, choose_plan, jvm_window_job, key_ids, late_flag, late_rows, python_only
 from spark_jobs.prepare import END, REASON, SEQ, START, as_read, events, load, quoted
 from spark_jobs.session import get_session
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
@@ -46,6 +46,7 @@ class Computed(NamedTuple):
     rejected: DataFrame
     choices: list[Choice]
     counted_by_windows: bool  # the windows' pass counts (one spec): rejected/ needs no pass when none are
+    late_counted: bool  # ... and counts the late rows too (a JVM plan): late/ needs no pass when none are
 
 
 def compute(spark, cfg: RunConfig) -> Computed:
@@ -67,6 +68,7 @@ def compute(spark, cfg: RunConfig) -> Computed:
     counts = Observation("read")
     counted_by_windows = len(specs) == 1  # an observation may appear once in a query: one spec, one pass
     observe = counts if counted_by_windows else None
+    late = late_flag(specs[0], str(query.series_start)) if counted_by_windows and choices[0].plan != "python" else None
     ids = key_ids(events(prepared, "first"), prepared.keys) if any(c.key_ids for c in choices) else None
 
     def window_part(spec: RunConfig, choice: Choice) -> DataFrame:
@@ -74,7 +76,7 @@ def compute(spark, cfg: RunConfig) -> Computed:
             return window_job(events(prepared, query.series_start, observe), prepared, spec,
                               series_start=query.series_start != "first")  # fmt: skip
         # the JVM plans need no per-key series start from the earliest start (spark_jobs.plans.window_runs)
-        rows = events(prepared, "first" if query.series_start == "earliest" else query.series_start, observe)
+        rows = events(prepared, "first" if query.series_start == "earliest" else query.series_start, observe, late)
         return jvm_window_job(rows, prepared, spec, choice.plan, str(query.series_start),
                               ids if choice.key_ids else None, with_late=False)  # fmt: skip
 
@@ -105,12 +107,12 @@ def compute(spark, cfg: RunConfig) -> Computed:
         to_time(F.col("window_end"), cfg, prepared.time_is_timestamp).alias("window_end"),
         *[quoted(name) for name in query.aggregate_columns],
     )
-    late = functools.reduce(lambda a, b: a.unionByName(b), late_parts)
+    late_events = functools.reduce(lambda a, b: a.unionByName(b), late_parts)
     rejected = prepared.rows
     if not counted_by_windows:  # every row passes here once, on its way to rejected/ or not
         rejected = rejected.observe(counts, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected"))
     rejected = rejected.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
-    return Computed(counts, windows, late, rejected, choices, counted_by_windows)
+    return Computed(counts, windows, late_events, rejected, choices, counted_by_windows, late is not None)
 
 
 def write(frame: DataFrame, path: str, fmt: str) -> None:
@@ -132,6 +134,8 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
             frame = getattr(job, name)
             if name == "rejected" and job.counted_by_windows and job.counts.get["rejected"] == 0:
                 frame = frame.limit(0)  # counted while windowing: none, so no pass over the input for them
+            if name == "late" and job.late_counted and job.counts.get["late"] == 0:
+                frame = frame.limit(0)
             observed = Observation(name)  # counted while written: no second pass over the output
             try:
                 write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name), cfg.output.format)
@@ -142,8 +146,9 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
                 raise SumOverflowError(overflow.group(1)) from None
             written[name] = observed.get["rows"]
         counts = job.counts.get
-        if counts["rejected"] != written["rejected"]:
-            raise RuntimeError(f"rejected rows counted {counts['rejected']} but written {written['rejected']}")
+        for name in ("rejected", "late") if job.late_counted else ("rejected",):
+            if counts[name] != written[name]:
+                raise RuntimeError(f"{name} rows counted {counts[name]} but written {written[name]}")
         return finish_output(
             cfg,
             output,

@@ -148,3 +148,28 @@ def test_plans_agree_with_the_python_plan_on_a_worked_example(spark, tmp_path):
         assert windows[("a", 0)]["sum_v"] == 10 and windows[("a", 0)]["count_v"] == 1  # the null is not counted
         assert late == {0: 1, 1: 1, 3: 5}
     assert all(results[plan] == results["python"] for plan in plans)
+
+
+@pytest.mark.parametrize(
+    ("length", "aggs", "keys", "plan"),
+    [
+        (600, ["count", "sum:v", "max:f"], ["cell"], "vector"),  # 61 windows per event
+        (600, ["count", "sum:v"], [], "range"),  # no key: one task would hold every event
+        (600, ["count", "max:v"], [], "dyadic"),
+        (3, ["count", "max:v"], ["cell"], "explode"),  # 1.3 windows per event
+        (600, ["count", "stddev:v"], ["cell"], "python"),
+    ],
+)
+def test_auto_plan_follows_the_windows_per_event(spark, tmp_path, length, aggs, keys, plan):
+    from spark_jobs.plans import choose_plan
+    from spark_jobs.prepare import END, START, events, load
+
+    path = tmp_path / "calls.parquet"
+    starts = list(range(0, 4000, 7))
+    pd.DataFrame({"cell": [f"c{i % 3}" for i in range(len(starts))], "start": starts,
+                  "end": [s + length for s in starts], "v": range(len(starts)),
+                  "f": [0.5] * len(starts)}).to_parquet(path, index=False)  # fmt: skip
+    cfg = RunConfig(InputFiles([str(path)]), EventFields("start", "end", keys=keys), WindowQuery(10, 10, 0, aggs))
+    prepared = load(spark, cfg)
+    choice = choose_plan(cfg, prepared, events(prepared, "first").select(START, END))
+    assert choice.plan == plan, choice
