@@ -268,10 +268,23 @@ class PartialColumn(NamedTuple):
     """One merged column of an aggregate: what each event contributes and how contributions merge."""
 
     name: str
-    contribution: Column  # an event's contribution, over the internal columns
     merge: str  # "sum" | "max" | "min"
-    derive: str  # the same contribution from the value ("vector" plan): "one", "valid", "value", "high", "low"
+    derive: str  # an event's contribution: "one", "valid" (1 if it has a value), "value" (null if none), and
+    # "high" / "low" (value >> 32 and value & LOW_BITS, 0 if none); _vectorised derives the same in numpy
     source: str | None = None  # the internal value column it derives from
+
+    @property
+    def contribution(self) -> Column:
+        """An event's contribution, over the internal columns."""
+        if self.derive == "one":
+            return F.lit(1).cast("long")
+        value, valid = F.col(self.source), F.col(valid_column(self.source))
+        if self.derive == "valid":
+            return valid.cast("long")
+        if self.derive == "value":
+            return F.when(valid, value)
+        part = F.shiftright(value, 32) if self.derive == "high" else value.bitwiseAND(F.lit(LOW_BITS))
+        return F.when(valid, part).otherwise(0)
 
 
 @dataclass
@@ -296,21 +309,21 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
     agg = parse_aggregate(spec)
     sql = agg.capabilities.sql
     if sql is SqlFunction.COUNT and agg.column is None:
-        return Partial([PartialColumn("_n", F.lit(1).cast("long"), "sum", "one")], lambda: F.col("_n"))
+        return Partial([PartialColumn("_n", "sum", "one")], lambda: F.col("_n"))
     c = agg.column
-    value, valid, n = F.col(c), F.col(valid_column(c)), f"_n{c}"
-    count = PartialColumn(n, valid.cast("long"), "sum", "valid", c)
+    n = f"_n{c}"
+    count = PartialColumn(n, "sum", "valid", c)
     if sql is SqlFunction.COUNT:
         return Partial([count], lambda: F.col(n))
     if sql in (SqlFunction.MIN, SqlFunction.MAX):
         kind = sql.value
         best = f"_{kind}{c}"
-        return Partial([PartialColumn(best, F.when(valid, value), kind, "value", c)], lambda: F.col(best))
+        return Partial([PartialColumn(best, kind, "value", c)], lambda: F.col(best))
     if sql not in (SqlFunction.SUM, SqlFunction.AVG):
         raise ValueError(f"no JVM plan for {spec!r}")
     if not isinstance(prepared.value_types[c], T.LongType):  # a double sum, in the order Spark adds
         total = f"_s{c}"
-        columns = [count, PartialColumn(total, F.when(valid, value), "sum", "value", c)]
+        columns = [count, PartialColumn(total, "sum", "value", c)]
         if sql is SqlFunction.AVG:
             return Partial(columns, lambda: F.when(F.col(n) > 0, F.col(total) / F.col(n)))
         return Partial(columns, lambda: F.when(F.col(n) > 0, F.col(total)))
@@ -318,11 +331,7 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
     # below 2^31 events per window. With the carry of the low part moved up, the sum fits 64 bits exactly
     # when the high part fits 32 bits.
     high, low = f"_h{c}", f"_l{c}"
-    columns = [
-        count,
-        PartialColumn(high, F.when(valid, F.shiftright(value, 32)).otherwise(0), "sum", "high", c),
-        PartialColumn(low, F.when(valid, value.bitwiseAND(F.lit(LOW_BITS))).otherwise(0), "sum", "low", c),
-    ]
+    columns = [count, PartialColumn(high, "sum", "high", c), PartialColumn(low, "sum", "low", c)]
 
     def parts() -> tuple[Column, Column]:
         return F.col(high) + F.shiftright(F.col(low), 32), F.col(low).bitwiseAND(F.lit(LOW_BITS))
@@ -432,7 +441,7 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
     sources = sorted({c.source for c in columns if c.source is not None})
     shipped = [F.when(F.col(valid_column(v)), F.col(v)).alias(v) for v in sources]
     inputs = active.select(*key_cols, F.col(A), F.col(B), *shipped)
-    derived = [(c.name, c.merge, c.derive, c.source) for c in columns]  # plain values, for the executors
+    derived = [tuple(c) for c in columns]  # (name, merge, derive, source) as plain tuples, for the executors
     schema = T.StructType([  # a merged value keeps its column's type; counts and the parts of sums are longs
         *[inputs.schema[k] for k in keys], T.StructField(K, T.LongType(), False),
         *[T.StructField(c.name, inputs.schema[c.source].dataType if c.derive == "value" else T.LongType())

@@ -45,8 +45,8 @@ class Computed(NamedTuple):
     late: DataFrame
     rejected: DataFrame
     choices: list[Choice]
-    counted_by_windows: bool  # the windows' pass counts (one spec): rejected/ needs no pass when none are
-    late_counted: bool  # ... and counts the late rows too (a JVM plan): late/ needs no pass when none are
+    counted_by_windows: bool  # the windows' pass counts (one spec): rejected/ (and late/ for a JVM plan, whose
+    # count is then among ``counts``) needs no pass when there are none
 
 
 def compute(spark, cfg: RunConfig) -> Computed:
@@ -112,7 +112,7 @@ def compute(spark, cfg: RunConfig) -> Computed:
     if not counted_by_windows:  # every row passes here once, on its way to rejected/ or not
         rejected = rejected.observe(counts, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected"))
     rejected = rejected.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
-    return Computed(counts, windows, late_events, rejected, choices, counted_by_windows, late is not None)
+    return Computed(counts, windows, late_events, rejected, choices, counted_by_windows)
 
 
 def write(frame: DataFrame, path: str, fmt: str) -> None:
@@ -132,10 +132,8 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
         written = {}
         for name in ("windows", "rejected", "late"):
             frame = getattr(job, name)
-            if name == "rejected" and job.counted_by_windows and job.counts.get["rejected"] == 0:
+            if name != "windows" and job.counted_by_windows and job.counts.get.get(name) == 0:
                 frame = frame.limit(0)  # counted while windowing: none, so no pass over the input for them
-            if name == "late" and job.late_counted and job.counts.get["late"] == 0:
-                frame = frame.limit(0)
             observed = Observation(name)  # counted while written: no second pass over the output
             try:
                 write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name), cfg.output.format)
@@ -146,8 +144,8 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
                 raise SumOverflowError(overflow.group(1)) from None
             written[name] = observed.get["rows"]
         counts = job.counts.get
-        for name in ("rejected", "late") if job.late_counted else ("rejected",):
-            if counts[name] != written[name]:
+        for name in ("rejected", "late"):  # late rows are counted by a JVM plan's windows pass only
+            if name in counts and counts[name] != written[name]:
                 raise RuntimeError(f"{name} rows counted {counts[name]} but written {written[name]}")
         return finish_output(
             cfg,
