@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -31,14 +32,25 @@ from spark_jobs.peers import AGG_SETS, SHAPES, cdr_file, spark_vs_sql
 HERE = Path(__file__).resolve().parent
 
 
-def processes(rows: int, repeat: int) -> None:
-    """Whole processes, interleaved: ``spanning run`` against the standalone SQL script."""
+def processes(rows: int, repeat: int, archive_control: bool) -> None:
+    """Whole processes, interleaved: ``spanning run`` against the standalone SQL script (and, with
+    ``archive_control``, the script again with the driver's class archive that ``spanning run`` maps)."""
+    from spark_jobs.class_archive import driver_options
+    from spark_jobs.session import check_java
+
     path = cdr_file(rows)
     out = Path(tempfile.mkdtemp(prefix="spanning-bench-proc-"))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    print(f"{rows:,} CDRs (Parquet), whole processes, {repeat} interleaved rounds, {os.cpu_count()} cores")
-    print("| ω/β | aggregates | spanning run s (min-max) | SQL script s (min-max) | SQL/run median |")
-    print("|---|---|---|---|---|")
+    archive = driver_options(check_java())
+    if archive_control and not archive:
+        raise SystemExit("no class archive to give the SQL script: python -m spark_jobs.class_archive builds it")
+    mapped = f"--driver-java-options {shlex.quote(' '.join(archive))} pyspark-shell"
+    with_archive = {**env, "PYSPARK_SUBMIT_ARGS": mapped}
+    print(f"{rows:,} CDRs (Parquet), whole processes, {repeat} interleaved rounds, {os.cpu_count()} cores, "
+          f"class archive {'mapped' if archive else 'absent'}")  # fmt: skip
+    control = " SQL + archive s (min-max) | SQL + archive/run |" if archive_control else ""
+    print(f"| ω/β | aggregates | spanning run s (min-max) | SQL script s (min-max) | SQL/run median |{control}")
+    print("|---|---|---|---|---|" + ("---|---|" if archive_control else ""))
     for range_, slide in SHAPES:
         for name, aggs in AGG_SETS.items():
             run = [sys.executable, "-m", "spanning.cli", "run", str(path), "--range", str(range_), "--slide",
@@ -46,16 +58,20 @@ def processes(rows: int, repeat: int) -> None:
                    *[x for a in aggs for x in ("--agg", a)], "--output", str(out / "run"), "--overwrite"]
             sql = [sys.executable, str(HERE / "sql_explode_job.py"), str(path), str(out / "sql"), "--range",
                    str(range_), "--slide", str(slide), *(["--max"] if "max:duration" in aggs else [])]
-            times = {"run": [], "sql": []}
+            commands = [("run", run, env), ("sql", sql, env), *([("sql+", sql, with_archive)] * archive_control)]
+            times = {label: [] for label, _, _ in commands}
             for _ in range(repeat):
-                for label, command in (("run", run), ("sql", sql)):
+                for label, command, command_env in commands:
                     began = time.perf_counter()
-                    subprocess.run(command, env=env, check=True, capture_output=True)
+                    subprocess.run(command, env=command_env, check=True, capture_output=True)
                     times[label].append(time.perf_counter() - began)
-            a, b = sorted(times["run"]), sorted(times["sql"])
-            print(f"| {range_ // 60}m/{slide // 60}m | {name} | {statistics.median(a):.1f} ({a[0]:.1f}-{a[-1]:.1f}) | "
-                  f"{statistics.median(b):.1f} ({b[0]:.1f}-{b[-1]:.1f}) | "
-                  f"**{statistics.median(b) / statistics.median(a):.2f}×** |")  # fmt: skip
+            a = sorted(times["run"])
+            cells = [f"{range_ // 60}m/{slide // 60}m", name, f"{statistics.median(a):.1f} ({a[0]:.1f}-{a[-1]:.1f})"]
+            for label in [label for label in times if label != "run"]:
+                b = sorted(times[label])
+                cells += [f"{statistics.median(b):.1f} ({b[0]:.1f}-{b[-1]:.1f})",
+                          f"**{statistics.median(b) / statistics.median(a):.2f}×**"]  # fmt: skip
+            print("| " + " | ".join(cells) + " |")
     shutil.rmtree(out, ignore_errors=True)
 
 
@@ -66,9 +82,11 @@ def main() -> None:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--sink", default="parquet", choices=["parquet", "noop"])
     parser.add_argument("--processes", action="store_true", help="time whole processes instead of one session")
+    parser.add_argument("--archive-control", action="store_true",
+                        help="--processes: also time the SQL script with spanning's class archive mapped")  # fmt: skip
     args = parser.parse_args()
     if args.processes:
-        processes(args.rows, args.repeat)
+        processes(args.rows, args.repeat, args.archive_control)
         return
     records, agreement = spark_vs_sql(args.rows, args.repeat, lambda m: None, args.master, sink=args.sink)
     print(f"{args.rows:,} CDRs, {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "

@@ -324,13 +324,17 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCoun
     return Prepared(rows, keys, kind == "date_time", value_types, result_types, original, values)
 
 
-def load(spark: SparkSession, cfg: RunConfig) -> Prepared:
-    """Check the inputs, read them and prepare every row (the reader contract)."""
-    inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
+def local_input_bytes(inputs: Inputs) -> int | None:
+    """The size of the input files, when they are all local (a remote path's size is Spark's to find)."""
+    return None if any("://" in path for path in inputs.files) else sum(os.path.getsize(p) for p in inputs.files)
+
+
+def load(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None = None) -> Prepared:
+    """Check the inputs (unless ``inputs`` are checked ones), read them and prepare every row (the reader contract)."""
+    inputs = inputs or input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
     prepared = prepare(read_input(spark, inputs), cfg, csv=inputs.format == "csv")
     prepared.columnar = inputs.format == "parquet"
-    if not any("://" in path for path in inputs.files):
-        prepared.input_bytes = sum(os.path.getsize(path) for path in inputs.files)
+    prepared.input_bytes = local_input_bytes(inputs)
     return prepared
 
 

@@ -13,18 +13,21 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from spanning.aggregates import SumOverflowError
+from spanning.app.files import Inputs, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.app.outputs import finish_output, output_folder
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import window_labels
 from spark_jobs.plans import Choice, choose_plan, jvm_window_job, key_ids, late_flag, late_rows, python_only
-from spark_jobs.prepare import END, REASON, SEQ, START, as_read, events, load, quoted
+from spark_jobs.prepare import END, REASON, SEQ, START, as_read, events, load, local_input_bytes, quoted
 from spark_jobs.session import get_session
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
 
 HEIGHT_SAMPLE = 200_000  # events measured for --height auto
 PLAN_SAMPLE = 50_000  # events measured for --plan auto
 SMALL_INPUT = 32 * 2**20  # local inputs below this many bytes take the explode without measuring a sample
+QUICK_JIT_INPUT = 4 * 2**20  # below this, the JVM's quick compiler alone: 1-2 s less at 20k rows, about even at
+# 200k, 5 s more at 1M rows (docs/BENCHMARKS.md)
 
 
 def to_time(column, cfg: RunConfig, is_timestamp: bool):
@@ -49,9 +52,9 @@ class Computed(NamedTuple):
     # count is then among ``counts``) needs no pass when there are none
 
 
-def compute(spark, cfg: RunConfig) -> Computed:
+def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
     """The windows, late events and rejected rows of ``cfg`` as lazy DataFrames, with the plans chosen."""
-    prepared = load(spark, cfg)
+    prepared = load(spark, cfg, inputs)
     if not prepared.columnar:  # parsing text costs more than caching it; a Parquet scan costs less
         prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
     query, execution = cfg.query, cfg.execution
@@ -126,8 +129,11 @@ def write(frame: DataFrame, path: str, fmt: str) -> None:
 def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     """Run the job and write its outputs; returns the summary."""
     began = time.perf_counter()
-    spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
-    job = compute(spark, cfg)  # user mistakes show here, before any output
+    inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)  # mistakes before Spark starts
+    size = local_input_bytes(inputs)
+    short = size is not None and size < QUICK_JIT_INPUT
+    spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, short_job=short)
+    job = compute(spark, cfg, inputs)  # user mistakes show here, before any output
     with output_folder(cfg) as output:
         written = {}
         for name in ("windows", "rejected", "late"):

@@ -6,6 +6,7 @@ import atexit
 import importlib.util
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -13,54 +14,77 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from spanning.app.jobspec import UsageError
-
 APP_NAME = "spanning"
 
 
-def check_java() -> None:
-    """Fail with one clear line when no Java runtime is found."""
+def check_java() -> str:
+    """``java -version``'s text; fails with one clear line when no Java runtime is found."""
     java_home = os.environ.get("JAVA_HOME")
     java = Path(java_home, "bin", "java") if java_home else shutil.which("java")
+    problem = None
     if not java or not Path(java).exists():
-        raise UsageError(
-            "Java was not found: the Spark engine needs Java 17 or newer "
-            "(Debian/Ubuntu: apt-get install -y openjdk-17-jre-headless), or use --engine local"
-        )
-    try:
-        subprocess.run([str(java), "-version"], capture_output=True, check=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as err:
-        raise UsageError(f"Java at {java} does not run: {err}") from err
+        problem = ("Java was not found: the Spark engine needs Java 17 or newer "
+                   "(Debian/Ubuntu: apt-get install -y openjdk-17-jre-headless), or use --engine local")  # fmt: skip
+    else:
+        try:
+            ran = subprocess.run([str(java), "-version"], capture_output=True, check=True, timeout=60)
+            return f"{Path(java).resolve()} {ran.stderr.decode(errors='replace').strip()}"
+        except (OSError, subprocess.SubprocessError) as err:
+            problem = f"Java at {java} does not run: {err}"
+    from spanning.app.jobspec import UsageError  # only now: ``python -m spark_jobs.class_archive`` starts quickly
+
+    raise UsageError(problem)
 
 
-def get_session(master: str | None = None, timezone: str = "UTC", verbose: bool = False, partitions: int | None = None):
-    """A SparkSession for spanning jobs (reused if one is active)."""
-    check_java()
+def quiet_log_option() -> str:
+    """The driver's JVM option that keeps Spark's log to warnings about the job (``log4j2-quiet.properties``)."""
+    quiet = Path(__file__).with_name("log4j2-quiet.properties").resolve()
+    return f"-Dlog4j2.configurationFile=file:{quiet}"
+
+
+def get_session(
+    master: str | None = None,
+    timezone: str = "UTC",
+    verbose: bool = False,
+    partitions: int | None = None,
+    short_job: bool = False,
+):
+    """A SparkSession for spanning jobs (reused if one is active).
+
+    When it starts the driver's JVM itself, it maps the class archive (``spark_jobs.class_archive``) if one was
+    built, and for a ``short_job`` (a small local input) it keeps the JVM to its quick compiler: the optimising
+    one's threads compete with the job for the cores and never pay off in a job of seconds (``docs/BENCHMARKS.md``).
+    """
+    java_version = check_java()
     import pyspark
+    from pyspark.sql import SparkSession
+
+    from spark_jobs import class_archive
 
     os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))  # local-cluster launches executors from it
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if not verbose and "PYSPARK_SUBMIT_ARGS" not in os.environ:  # quiet JVM logs from its start
-        quiet = Path(__file__).with_name("log4j2-quiet.properties").resolve()
-        options = f"-Dlog4j2.configurationFile=file:{quiet}"
-        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options {options} pyspark-shell"
     if not verbose:  # PySpark logs analysis errors itself (as JSON); the command reports them in one line
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger", "py4j"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    from pyspark.sql import SparkSession
-
     active = SparkSession.getActiveSession()
     if active is not None:  # a session of the caller's (tests, notebooks): the run's time zone still applies
         active.conf.set("spark.sql.session.timeZone", timezone)
         active.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         return active
+    options = []  # the driver's JVM is ours to start (not spark-submit's, nor PYSPARK_SUBMIT_ARGS'): quiet, quick
+    if "PYSPARK_GATEWAY_PORT" not in os.environ and "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        options = ([] if verbose else [quiet_log_option()]) + class_archive.driver_options(java_version)
+        if short_job and class_archive.is_hotspot(java_version):
+            options.append("-XX:TieredStopAtLevel=1")
+    if options:  # for this launch only: a later session of this process chooses its own
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options {shlex.quote(' '.join(options))} pyspark-shell"
     builder = SparkSession.builder.appName(APP_NAME)
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: run locally
         master = "local[*]"
     if master:
         builder = builder.master(master)
-    spark = (
+    builder = (
         builder.config("spark.sql.session.timeZone", timezone)
         .config("spark.sql.ansi.enabled", "false")  # unparseable values become nulls -> rejected/, not a crash
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")  # as pyarrow writes them
@@ -68,8 +92,12 @@ def get_session(master: str | None = None, timezone: str = "UTC", verbose: bool 
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "50000")  # fewer, larger batches per partition
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
-        .getOrCreate()
     )
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        if options:
+            del os.environ["PYSPARK_SUBMIT_ARGS"]
     spark.sparkContext.setLogLevel("WARN" if verbose else "OFF")
     if partitions:
         spark.conf.set("spark.sql.shuffle.partitions", str(partitions))

@@ -22,7 +22,8 @@ import pytest
 
 from spanning.app.cdr import CallMix, generate_cdr
 from spanning.cli import main
-from spark_jobs.session import ENGINE_PACKAGES, ENGINE_ZIP, engine_zip
+from spark_jobs.class_archive import driver_options
+from spark_jobs.session import ENGINE_PACKAGES, ENGINE_ZIP, check_java, engine_zip
 from tests.test_spark_job import AGGS, assert_frames_match, read_output
 
 MASTER = "local-cluster[2,1,1024]"
@@ -52,7 +53,10 @@ def where(_):  # on an executor: its Python, and where the engine and sortedcont
 
 from pyspark.sql import SparkSession
 
-report["executor"] = SparkSession.getActiveSession().sparkContext.parallelize([0], 1).map(where).collect()[0]
+spark = SparkSession.getActiveSession()
+report["executor"] = spark.sparkContext.parallelize([0], 1).map(where).collect()[0]
+runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()  # the driver's JVM, as launched
+report["driver_jvm"] = list(runtime.getInputArguments())
 
 # A worker failure: the job's function refers to a module only the driver has (in a folder on the driver's
 # path alone), so unpickling it on an executor raises ModuleNotFoundError, as 'buckets' did before it was shipped.
@@ -131,6 +135,11 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     print("seconds per run:", [run[2] for run in [*report["runs"], report["broken"]]])
     for (code, err, _), name in zip(report["runs"], [*runs, "stream"], strict=True):
         assert code == 0 and err == "", (name, err)
+
+    jvm_options = report["driver_jvm"]  # a small local input: the quick compiler, and the class archive if built
+    assert "-XX:TieredStopAtLevel=1" in jvm_options, jvm_options
+    archive = driver_options(check_java())
+    assert [o for o in jvm_options if o.startswith("-XX:SharedArchiveFile=")] == archive[:1], jvm_options
 
     python, *origins = report["executor"]
     assert Path(python) == bare_python  # the workers ran the bare Python, importing the shipped engine
