@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -40,7 +41,7 @@ from pyspark.sql import types as T
 from spanning.aggregates import SqlFunction, SumOverflowError, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.techniques.registry import has_batch_form
-from spark_jobs.prepare import END, REASON, SEQ, SERIES, START, Prepared, as_read, quoted, valid_column
+from spark_jobs.prepare import END, REASON, SEQ, SERIES, START, Prepared, TimesSample, as_read, quoted, valid_column
 
 RANGE_FROM = 6.0  # windows per event from which the range update beats the explode (measured; see the README)
 DYADIC_FROM = 32.0  # ... and from which dyadic blocks do, for min and max
@@ -79,7 +80,7 @@ def python_only(cfg: RunConfig) -> str | None:
     return None
 
 
-def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | None) -> Choice:
+def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSample | None) -> Choice:
     """The plan for ``cfg``: ``--plan`` if given, else by the aggregates and the windows per event."""
     needs_python, plan = python_only(cfg), cfg.spark.plan
     if plan == "python":
@@ -114,8 +115,17 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | None) ->
     return Choice("explode", f"{per_event:.1f} windows per event: few enough to explode", per_event, many)
 
 
-def windows_per_event(cfg: RunConfig, sample: DataFrame) -> float:
-    """Mean number of windows an event overlaps, over a sample of the events."""
+def windows_per_event(cfg: RunConfig, sample: DataFrame | TimesSample) -> float:
+    """Mean number of windows an event overlaps, over a sample of the events: a DataFrame of _start and _end,
+    or those arrays read on the driver (``prepare.parquet_times_sample``), with the same arithmetic in numpy."""
+    if isinstance(sample, tuple):
+        starts, ends = sample
+        if len(starts) == 0:
+            return 0.0
+        q = cfg.query
+        first = (starts - q.offset - q.range) // q.slide + 1
+        last = (np.maximum(ends, starts + 1) - q.offset - 1) // q.slide
+        return float(np.mean(last - first + 1))
     value = sample.agg(F.avg(F.expr(f"{_last_overlapped(cfg)} - {_first_overlapped(cfg)} + 1"))).first()[0]
     return float(value or 0.0)
 

@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Callable
 
+import numpy as np
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -23,6 +24,7 @@ from spanning.app.files import Inputs, input_files
 from spanning.app.jobspec import (
     CORRUPT_RECORD,
     REASONS,
+    EventFields,
     RunConfig,
     UsageError,
     WindowQuery,
@@ -77,6 +79,7 @@ class Prepared:
     # cheaper than caching; the size of the input files, where they are local
     columnar: bool = dataclasses.field(default=False, init=False)
     input_bytes: int | None = dataclasses.field(default=None, init=False)
+    inputs: Inputs | None = dataclasses.field(default=None, init=False)  # the files, as checked
 
     def aggregates(self, query: WindowQuery) -> dict[str, str]:
         """Output name -> aggregate spec of ``query`` over the internal column names."""
@@ -335,7 +338,50 @@ def load(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None = None) -> P
     prepared = prepare(read_input(spark, inputs), cfg, csv=inputs.format == "csv")
     prepared.columnar = inputs.format == "parquet"
     prepared.input_bytes = local_input_bytes(inputs)
+    prepared.inputs = inputs
     return prepared
+
+
+TimesSample = tuple[np.ndarray, np.ndarray]  # starts and ends in chronons, read on the driver
+
+
+def parquet_times_sample(inputs: Inputs | None, fields: EventFields, limit: int) -> TimesSample | None:
+    """Starts and ends (chronons) of the first ``limit`` rows of a local Parquet input, read on the driver (pyarrow,
+    no Spark job), when ``--start`` and ``--end`` or ``--duration`` are plain timestamp or integer columns; else None.
+
+    For the planner's estimate of windows per event only: rows the job would reject are skipped, not reported.
+    """
+    if inputs is None or inputs.format != "parquet" or local_input_bytes(inputs) is None or fields.point_events:
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    names = [fields.start, fields.end if fields.duration is None else fields.duration]
+    per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+    chronon = 1_000 if fields.time_unit == "ms" else 1
+    try:
+        source = pq.ParquetFile(inputs.files[0])
+        if any(name not in source.schema_arrow.names for name in names):
+            return None
+        batch = next(source.iter_batches(batch_size=limit, columns=names), None)
+    except (OSError, pa.ArrowException):
+        return None
+    if batch is None:
+        return None
+    values = []
+    for column in batch.columns:
+        if pa.types.is_timestamp(column.type):  # floor to chronons, as unix_seconds and unix_millis do
+            ticks = pc.cast(column, pa.timestamp(column.type.unit), safe=False).cast(pa.int64())
+            values.append(np.floor_divide(ticks.to_numpy(zero_copy_only=False).astype("float64"),
+                                          per_second[column.type.unit] / chronon))  # fmt: skip
+        elif pa.types.is_integer(column.type):
+            values.append(column.cast(pa.float64()).to_numpy(zero_copy_only=False))
+        else:
+            return None
+    starts, ends = values[0], values[1] if fields.duration is None else values[0] + values[1]
+    usable = np.isfinite(starts) & np.isfinite(ends) & (ends >= starts)
+    return starts[usable].astype(np.int64), ends[usable].astype(np.int64)
 
 
 def as_read(prepared: Prepared) -> list[Column]:

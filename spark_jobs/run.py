@@ -19,7 +19,18 @@ from spanning.app.outputs import finish_output, output_folder
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import window_labels
 from spark_jobs.plans import Choice, choose_plan, jvm_window_job, key_ids, late_flag, late_rows, python_only
-from spark_jobs.prepare import END, REASON, SEQ, START, as_read, events, load, local_input_bytes, quoted
+from spark_jobs.prepare import (
+    END,
+    REASON,
+    SEQ,
+    START,
+    as_read,
+    events,
+    load,
+    local_input_bytes,
+    parquet_times_sample,
+    quoted,
+)
 from spark_jobs.session import get_session
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
 
@@ -66,7 +77,9 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
         cfg.execution = execution.with_height(height)  # summary.json tells the height measured
     specs = [replace(cfg, query=query.one_window(s)) for s in query.specs] if query.windows else [cfg]
     small = prepared.input_bytes is not None and prepared.input_bytes < SMALL_INPUT  # no pass to measure it
-    measured = events(prepared, "first").select(START, END).limit(PLAN_SAMPLE)
+    measured = parquet_times_sample(prepared.inputs, cfg.events, PLAN_SAMPLE)  # on the driver: no Spark job
+    if measured is None:
+        measured = events(prepared, "first").select(START, END).limit(PLAN_SAMPLE)
     choices = [choose_plan(spec, prepared, None if small or python_only(cfg) else measured) for spec in specs]
     counts = Observation("read")
     counted_by_windows = len(specs) == 1  # an observation may appear once in a query: one spec, one pass

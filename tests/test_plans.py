@@ -173,3 +173,42 @@ def test_auto_plan_follows_the_windows_per_event(spark, tmp_path, length, aggs, 
     prepared = load(spark, cfg)
     choice = choose_plan(cfg, prepared, events(prepared, "first").select(START, END))
     assert choice.plan == plan, choice
+
+
+@pytest.mark.parametrize("unit", ["s", "ms"])
+def test_windows_per_event_from_the_parquet_footer_side_equals_spark_s_sample(spark, tmp_path, unit):
+    """The planner's sample read on the driver (pyarrow, no Spark job) gives the windows per event that Spark's
+    sample of the prepared events gives: timestamps of any unit floored to chronons, integer times, a duration
+    column, nulls and reversed calls skipped; anything else (CSV, expressions) falls back to Spark's sample."""
+    from spanning.app.files import input_files
+    from spark_jobs.plans import windows_per_event
+    from spark_jobs.prepare import END, START, events, load, parquet_times_sample
+
+    starts = pd.Series(range(-4000, 50_000, 97), dtype="int64") * 1_000 + 333  # ms, some before 1970
+    lengths = (starts % 7_919_000).abs()
+    frame = pd.DataFrame({
+        "cell": [f"c{i % 5}" for i in range(len(starts))],
+        "start_ts": pd.to_datetime(starts, unit="ms").astype("datetime64[us]"),
+        "end_ts": pd.to_datetime(starts + lengths, unit="ms").astype("datetime64[us]"),
+        "start_n": (starts // (1 if unit == "ms" else 1000)).astype("Int64"),
+        "length_n": (lengths // (1 if unit == "ms" else 1000)).astype("Int64"),
+    })  # fmt: skip
+    frame.loc[3, "end_ts"] = None  # rejected by the job: not in its sample
+    frame.loc[6, ["start_ts", "end_ts"]] = frame.loc[6, ["end_ts", "start_ts"]].to_numpy()  # end before start
+    frame.loc[7, "start_n"] = None
+    path = tmp_path / "calls.parquet"
+    frame.to_parquet(path, index=False)
+    scale = 1000 if unit == "ms" else 1
+    query = WindowQuery(900 * scale, 60 * scale, 0, ["count"])
+    for fields in (EventFields("start_ts", "end_ts", keys=["cell"], time_unit=unit),
+                   EventFields("start_n", None, duration="length_n", keys=["cell"], time_unit=unit)):  # fmt: skip
+        cfg = RunConfig(InputFiles([str(path)]), fields, query)
+        local = parquet_times_sample(input_files([str(path)]), fields, 10_000)
+        spark_sample = events(load(spark, cfg), "first").select(START, END).limit(10_000)
+        assert local is not None and len(local[0]) == spark_sample.count() < len(frame)  # the same rows skipped
+        assert windows_per_event(cfg, local) == pytest.approx(windows_per_event(cfg, spark_sample), rel=1e-12)
+    csv = tmp_path / "calls.csv"
+    frame.to_csv(csv, index=False)
+    expression = EventFields("start_ts + INTERVAL 1 SECOND", "end_ts", keys=["cell"])
+    assert parquet_times_sample(input_files([str(csv)]), fields, 10_000) is None
+    assert parquet_times_sample(input_files([str(path)]), expression, 10_000) is None
