@@ -193,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"removed {path}" if path else NONE)
         return 0
     existed = driver_options(java_version) != []
+    if (not existed or args.rebuild) and archive_path(java_version) is not None and is_hotspot(java_version):
+        print("building the Spark class archive (once: about a minute)", flush=True)
     try:
         path = build(java_version, rebuild=args.rebuild, quiet=args.quiet)
     except (OSError, RuntimeError, subprocess.SubprocessError) as err:
