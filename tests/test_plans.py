@@ -176,7 +176,7 @@ def test_auto_plan_follows_the_windows_per_event(spark, tmp_path, length, aggs, 
 
 
 @pytest.mark.parametrize("unit", ["s", "ms"])
-def test_windows_per_event_from_the_parquet_footer_side_equals_spark_s_sample(spark, tmp_path, unit):
+def test_windows_per_event_from_parquet_rows_read_on_the_driver_equals_spark_s_sample(spark, tmp_path, unit):
     """The planner's sample read on the driver (pyarrow, no Spark job) gives the windows per event that Spark's
     sample of the prepared events gives: timestamps of any unit floored to chronons, integer times, a duration
     column, nulls and reversed calls skipped; anything else (CSV, expressions) falls back to Spark's sample."""
