@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -36,7 +35,7 @@ def processes(rows: int, repeat: int, archive_control: bool) -> None:
     """Whole processes, interleaved: ``spanning run`` against the standalone SQL script (and, with
     ``archive_control``, the script again with the driver's class archive that ``spanning run`` maps)."""
     from spark_jobs.class_archive import driver_options
-    from spark_jobs.session import check_java
+    from spark_jobs.session import check_java, submit_args
 
     path = cdr_file(rows)
     out = Path(tempfile.mkdtemp(prefix="spanning-bench-proc-"))
@@ -44,8 +43,7 @@ def processes(rows: int, repeat: int, archive_control: bool) -> None:
     archive = driver_options(check_java())
     if archive_control and not archive:
         raise SystemExit("no class archive to give the SQL script: python -m spark_jobs.class_archive builds it")
-    mapped = f"--driver-java-options {shlex.quote(' '.join(archive))} pyspark-shell"
-    with_archive = {**env, "PYSPARK_SUBMIT_ARGS": mapped}
+    with_archive = {**env, "PYSPARK_SUBMIT_ARGS": submit_args(archive)}
     print(f"{rows:,} CDRs (Parquet), whole processes, {repeat} interleaved rounds, {os.cpu_count()} cores, "
           f"class archive {'mapped' if archive else 'absent'}")  # fmt: skip
     control = " SQL + archive s (min-max) | SQL + archive/run |" if archive_control else ""

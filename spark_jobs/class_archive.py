@@ -58,9 +58,10 @@ def spark_home() -> Path:
 
 
 def archive_path(java_version: str) -> Path | None:
-    """The archive for this Java build (``java -version``'s text) and these Spark jars, or None when turned off."""
+    """The archive for this Java build (``java -version``'s text) and these Spark jars, or None when turned off
+    or when the JVM is not HotSpot (whose -XX options these are)."""
     folder = archive_folder()
-    if folder is None:
+    if folder is None or not is_hotspot(java_version):
         return None
     home = spark_home()
     jars = sorted((p.name, p.stat().st_size) for p in (home / "jars").glob("*.jar"))
@@ -75,7 +76,7 @@ def is_hotspot(java_version: str) -> bool:
 
 def driver_options(java_version: str) -> list[str]:
     """The JVM option that maps the archive, when one was built for this Java and Spark; else none."""
-    path = archive_path(java_version) if is_hotspot(java_version) else None
+    path = archive_path(java_version)
     return [f"-XX:SharedArchiveFile={path}", QUIET_CDS] if path is not None and path.is_file() else []
 
 
@@ -97,7 +98,7 @@ def _prune(folder: Path, kept: Path) -> None:
 
 def build(java_version: str, rebuild: bool = False, quiet: bool = False) -> Path | None:
     """Build the archive for this Java and Spark (unless it exists); its path, or None when turned off."""
-    path = archive_path(java_version) if is_hotspot(java_version) else None
+    path = archive_path(java_version)
     if path is None or (path.is_file() and not rebuild):
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,12 +145,10 @@ def _warm_up_jobs(folder: Path) -> None:
 
 def _write(target: Path) -> int:
     """In a child process: start Spark writing its classes to ``target`` at exit, run the jobs, wait for the exit."""
-    import shlex
+    from spark_jobs.session import get_session, quiet_log_option, submit_args
 
-    from spark_jobs.session import get_session, quiet_log_option
-
-    options = [quiet_log_option(), f"-XX:ArchiveClassesAtExit={target}", QUIET_CDS]
-    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options {shlex.quote(' '.join(options))} pyspark-shell"
+    writing = [quiet_log_option(), f"-XX:ArchiveClassesAtExit={target}", QUIET_CDS]
+    os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args(writing)
     spark = get_session("local[2]")
     from pyspark import SparkContext
 
@@ -186,14 +185,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spanning: error: {err}", file=sys.stderr)
         return 2
     if args.remove:
-        path = archive_path(java_version) if is_hotspot(java_version) else None
+        path = archive_path(java_version)
         if path is not None:
             path.unlink(missing_ok=True)
             Path(f"{path}.json").unlink(missing_ok=True)
         print(f"removed {path}" if path else NONE)
         return 0
     existed = driver_options(java_version) != []
-    if (not existed or args.rebuild) and archive_path(java_version) is not None and is_hotspot(java_version):
+    if (not existed or args.rebuild) and archive_path(java_version) is not None:
         print("building the Spark class archive (once: about a minute)", flush=True)
     try:
         path = build(java_version, rebuild=args.rebuild, quiet=args.quiet)

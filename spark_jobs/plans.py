@@ -122,9 +122,9 @@ def windows_per_event(cfg: RunConfig, sample: DataFrame | TimesSample) -> float:
         starts, ends = sample
         if len(starts) == 0:
             return 0.0
-        q = cfg.query
-        first = (starts - q.offset - q.range) // q.slide + 1
-        last = (np.maximum(ends, starts + 1) - q.offset - 1) // q.slide
+        spec = cfg.query.spec  # its window arithmetic works on arrays as on numbers
+        first = spec.first_window_ending_after(starts)
+        last = spec.last_window_starting_before(np.maximum(ends, starts + 1))
         return float(np.mean(last - first + 1))
     value = sample.agg(F.avg(F.expr(f"{_last_overlapped(cfg)} - {_first_overlapped(cfg)} + 1"))).first()[0]
     return float(value or 0.0)

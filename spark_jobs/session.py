@@ -42,6 +42,11 @@ def quiet_log_option() -> str:
     return f"-Dlog4j2.configurationFile=file:{quiet}"
 
 
+def submit_args(driver_options: list[str]) -> str:
+    """``PYSPARK_SUBMIT_ARGS`` that start the driver's JVM with ``driver_options``."""
+    return f"--driver-java-options {shlex.quote(' '.join(driver_options))} pyspark-shell"
+
+
 def get_session(
     master: str | None = None,
     timezone: str = "UTC",
@@ -78,7 +83,7 @@ def get_session(
         if short_job and class_archive.is_hotspot(java_version):
             options.append("-XX:TieredStopAtLevel=1")
     if options:  # for this launch only: a later session of this process chooses its own
-        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options {shlex.quote(' '.join(options))} pyspark-shell"
+        os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args(options)
     builder = SparkSession.builder.appName(APP_NAME)
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: run locally
         master = "local[*]"
