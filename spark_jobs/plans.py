@@ -40,6 +40,7 @@ from pyspark.sql import types as T
 
 from spanning.aggregates import SqlFunction, SumOverflowError, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
+from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
 from spanning.techniques.registry import has_batch_form
 from spark_jobs.prepare import END, REASON, SEQ, SERIES, START, Prepared, TimesSample, as_read, quoted, valid_column
 
@@ -98,14 +99,15 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
         if plan == "vector" and not vectorisable:
             raise UsageError("--plan vector covers count, sum, mean, min and max of integer and float columns: "
                              "use dyadic or explode")  # fmt: skip
-        return Choice(plan, f"--plan {plan}", per_event, plan in ("range", "dyadic") or (plan == "explode" and many))
+        return Choice(plan, f"--plan {plan}", per_event,
+                      plan in ("range", "dyadic", "vector") or (plan == "explode" and many))  # fmt: skip
     if needs_python:
         return Choice("python", needs_python)
     if per_event is None:
         return Choice("explode", "a small input (no sample measured): the explode is never far from the best")
     if vectorisable and prepared.keys and per_event >= VECTOR_FROM:
         return Choice("vector", f"{per_event:.1f} windows per event ≥ {VECTOR_FROM}: one numpy pass per key, "
-                      "no row per window before the output", per_event)  # fmt: skip
+                      "no row per window before the output", per_event, True)  # fmt: skip
     if rangeable and per_event >= RANGE_FROM:
         return Choice("range", f"{per_event:.1f} windows per event ≥ {RANGE_FROM}: two rows per event", per_event, True)
     if per_event >= DYADIC_FROM:
@@ -303,11 +305,10 @@ class Partial:
 
     columns: list[PartialColumn]
     lower: Callable[[], Column]  # the result, over the merged columns (by name)
+    exact_sum_of: str | None = None  # an integer sum of this column, by its parts: _vectorised finishes it in numpy
 
 
 MERGE = {"sum": F.sum, "max": F.max, "min": F.min}
-LOW_BITS = 0xFFFFFFFF  # an integer sum is carried as two long sums, of value >> 32 and of value & LOW_BITS
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 def _partial(spec: str, prepared: Prepared) -> Partial:
@@ -361,7 +362,7 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
         fits = hi.between(INT32_MIN, INT32_MAX)
         return F.when(F.col(n) > 0, F.when(fits, F.shiftleft(hi, 32) + lo).otherwise(F.raise_error(F.lit(message))))
 
-    return Partial(columns, checked)
+    return Partial(columns, checked, c)
 
 
 def _partials(outputs: dict[str, str], prepared: Prepared) -> tuple[list[Partial], list[PartialColumn]]:
@@ -445,24 +446,34 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
     (null where the value is missing); the partial columns derive from them in numpy. Each task holds its
     partition's events at once (about 40 bytes each plus the keys, see ``--partitions``) and yields every
     covered window of its keys, merged: Spark aggregates nothing, and no row exists per (event, window).
+    Integer sums come back joined (``window_ranges.joined_sums``): one column each instead of three parts.
     """
     key_cols = [quoted(k) for k in keys]
     parts, columns = _partials(outputs, prepared)
+    names = {internal: name for name, internal in prepared.values.items()}
+    joined = {p.exact_sum_of: f"_t{p.exact_sum_of}" for p in parts if p.exact_sum_of is not None}
+    # (joined column, its count, high and low parts (in _partial's order), the overflow message)
+    joins = [(joined[p.exact_sum_of], *[c.name for c in p.columns], str(SumOverflowError(names[p.exact_sum_of])))
+             for p in parts if p.exact_sum_of is not None]  # fmt: skip
+    returned = {c.name for p in parts if p.exact_sum_of is None for c in p.columns}  # merged columns sent back
+    parts = [Partial(p.columns, lambda name=joined[p.exact_sum_of]: F.col(name)) if p.exact_sum_of else p
+             for p in parts]  # fmt: skip
     sources = sorted({c.source for c in columns if c.source is not None})
     shipped = [F.when(F.col(valid_column(v)), F.col(v)).alias(v) for v in sources]
     inputs = active.select(*key_cols, F.col(A), F.col(B), *shipped)
     derived = [tuple(c) for c in columns]  # (name, merge, derive, source) as plain tuples, for the executors
-    schema = T.StructType([  # a merged value keeps its column's type; counts and the parts of sums are longs
+    schema = T.StructType([  # a merged value keeps its column's type; counts, sums and the parts of sums are longs
         *[inputs.schema[k] for k in keys], T.StructField(K, T.LongType(), False),
         *[T.StructField(c.name, inputs.schema[c.source].dataType if c.derive == "value" else T.LongType())
-          for c in columns],
+          for c in columns if c.name in returned],
+        *[T.StructField(join[0], T.LongType()) for join in joins],
     ])  # fmt: skip
 
     def windows_of_partition(batches):  # runs on the executors: numpy and pyarrow only
         import numpy as np
         import pyarrow as pa
 
-        from spanning.engines.window_ranges import aggregate_runs, key_codes
+        from spanning.engines.window_ranges import aggregate_runs, joined_sums, key_codes
 
         batches = list(batches)
         if not batches or not sum(b.num_rows for b in batches):
@@ -491,10 +502,16 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
         got = aggregate_runs(codes, table.column(A).to_numpy(), table.column(B).to_numpy(), values)
         rows = pa.array(got.key_row)
         arrays = [table.column(k).take(rows).combine_chunks() for k in keys] + [pa.array(got.window)]
-        for (_, _, derive, source), merged, present in zip(derived, got.values, got.present, strict=True):
-            kind = read[source][2] if derive == "value" else pa.int64()
-            arrays.append(pa.array(merged, type=kind, mask=None if present is None else ~present))
-        yield from pa.Table.from_arrays(arrays, names=[*keys, K, *[d[0] for d in derived]]).to_batches(1 << 16)
+        merged = {}
+        for (name, _, derive, source), column, present in zip(derived, got.values, got.present, strict=True):
+            merged[name] = column
+            if name in returned:
+                kind = read[source][2] if derive == "value" else pa.int64()
+                arrays.append(pa.array(column, type=kind, mask=None if present is None else ~present))
+        for _, count, high, low, message in joins:
+            sums, present = joined_sums(merged[count], merged[high], merged[low], message)
+            arrays.append(pa.array(sums, mask=~present))
+        yield from pa.Table.from_arrays(arrays, names=schema.fieldNames()).to_batches(1 << 16)
 
     spread = inputs.repartition(*key_cols) if keys else inputs.repartition(1)
     return _lowered(spread.mapInArrow(windows_of_partition, schema), keys, parts, outputs)

@@ -33,6 +33,8 @@ import numpy as np
 
 MERGES = {"sum": np.add, "max": np.maximum, "min": np.fmin}  # fmin: NaN only when every value is NaN, as Spark's min
 DENSE_PER_EVENT = 4  # a dense (key, window) grid when it has at most this many cells per event
+LOW_BITS = 0xFFFFFFFF  # an exact integer sum is carried as two int64 sums, of value >> 32 and of value & LOW_BITS
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 @dataclass
@@ -167,3 +169,21 @@ def key_codes(arrays: Sequence) -> np.ndarray:
         else:  # mixed radix, compacted so that many key columns never overflow
             codes = np.unique(codes * len(encoded.dictionary) + part, return_inverse=True)[1].astype(np.int64)
     return codes
+
+
+def joined_sums(count: np.ndarray, high: np.ndarray, low: np.ndarray, message: str) -> tuple[np.ndarray, np.ndarray]:
+    """Integer sums carried as two parts (Σ(x >> 32) and Σ(x & LOW_BITS), each exact below 2^31 values), joined:
+    (sums, present), present where ``count`` (of values) is positive; OverflowError(``message``) if one does not
+    fit 64 bits, which is when its high part, with the carry of the low part moved up, does not fit 32.
+
+    >>> x = np.array([2**62, 2**62 - 1, -5])
+    >>> sums, present = joined_sums(np.array([2, 0]), np.array([(x[0] >> 32) + (x[1] >> 32), 0]),
+    ...                             np.array([(x[0] & LOW_BITS) + (x[1] & LOW_BITS), 0]), "too big")
+    >>> int(sums[0]) == 2**63 - 1, present.tolist()
+    (True, [True, False])
+    """
+    hi = high + (low >> 32)
+    present = count > 0
+    if np.any(present & ((hi < INT32_MIN) | (hi > INT32_MAX))):
+        raise OverflowError(message)
+    return np.where(present, (hi << 32) + (low & LOW_BITS), 0), present
