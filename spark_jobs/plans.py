@@ -42,6 +42,7 @@ from spanning.aggregates import SqlFunction, SumOverflowError, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
 from spanning.techniques.registry import has_batch_form
+from spark_jobs.key_hash import spark_xxhash64
 from spark_jobs.prepare import END, REASON, SEQ, SERIES, START, Prepared, TimesSample, as_read, quoted, valid_column
 
 RANGE_FROM = 6.0  # windows per event from which the range update beats the explode (measured; see the README)
@@ -191,23 +192,46 @@ def _run_bounds(cfg: RunConfig, series: str | None) -> tuple[str, str, str]:
     return a, b, f"greatest(least({b} + 1, {a}) - {overlap_first}, 0)"
 
 
-def key_ids(events: DataFrame, keys: list[str]) -> DataFrame | None:
-    """A dense long id per distinct key (columns ``_key0``, ... and ``_id``), or None past ``MAX_KEY_IDS`` keys.
+@dataclass
+class KeyIds:
+    """A long per distinct key, for the plans to group by (``key_ids``)."""
+
+    table: DataFrame  # the distinct keys (``_key0``, ...) and their ``_id``, small enough to broadcast
+    hashed: bool  # ``_id`` is Spark's xxhash64 of the key columns, so each row computes its own (no join)
+
+
+_HASHED_TYPES = {"string": "string", "tinyint": "byte", "smallint": "short", "int": "int", "bigint": "long"}
+
+
+def key_ids(events: DataFrame, keys: list[str], known: list[tuple] | None = None) -> KeyIds | None:
+    """A long id per distinct key, or None past ``MAX_KEY_IDS`` keys.
 
     Grouping by a long instead of a text key makes every hash aggregation of the plans about 1.4× faster
-    (measured: the key is hashed once per exploded row). The ids come from one pass over the keys, are
-    collected (deterministic, unlike ids assigned by Spark on each evaluation) and broadcast.
+    (measured: the key is hashed once per exploded row), and ``vector`` ships a long to Python instead of
+    the text. The distinct keys come from one pass over the keys (or ``known``: read on the driver,
+    ``prepare.parquet_key_values``), are collected and broadcast, to give the windows their keys back.
+    The id is Spark's ``xxhash64`` of the key columns, an expression each row computes, when the distinct
+    keys' hashes differ (``spark_jobs.key_hash`` checks it on the driver); else a dense number per key,
+    which each row gets by a broadcast join (deterministic: numbered on the driver).
     """
     if not keys:
         return None
-    distinct = events.select(*[quoted(k) for k in keys]).distinct().limit(MAX_KEY_IDS + 1).collect()
+    distinct = known
+    if distinct is None:
+        distinct = events.select(*[quoted(k) for k in keys]).distinct().limit(MAX_KEY_IDS + 1).collect()
     if len(distinct) > MAX_KEY_IDS:
         return None
+    kinds = [_HASHED_TYPES.get(events.schema[k].dataType.simpleString()) for k in keys]
+    hashes = {spark_xxhash64(tuple(row), kinds) for row in distinct} if None not in kinds else set()
+    hashed = len(hashes) == len(distinct)
     schema = T.StructType([
         *[T.StructField(f"_key{i}", events.schema[k].dataType, True) for i, k in enumerate(keys)],
         T.StructField(KEY_ID, T.LongType(), False),
     ])  # fmt: skip
-    return events.sparkSession.createDataFrame([(*row, i) for i, row in enumerate(distinct)], schema)
+    table = events.sparkSession.createDataFrame([(*row, i) for i, row in enumerate(distinct)], schema)
+    if hashed:  # Spark's own hash for the windows' way back, the same expression as the rows'
+        table = table.withColumn(KEY_ID, F.xxhash64(*[F.col(f"_key{i}") for i in range(len(keys))]))
+    return KeyIds(table, hashed)
 
 
 def jvm_window_job(
@@ -216,7 +240,7 @@ def jvm_window_job(
     cfg: RunConfig,
     plan: str,
     series_start: str,
-    ids: DataFrame | None = None,
+    ids: KeyIds | None = None,
     with_late: bool = True,
 ) -> DataFrame:
     """Windows and late rows in the window job's columns (keys, window_start, window_end, aggregates,
@@ -228,9 +252,11 @@ def jvm_window_job(
     Without ``with_late``, only windows (the job takes late rows from ``late_rows``).
     """
     keys = prepared.keys
-    if ids is not None:
+    if ids is not None and ids.hashed:
+        events = events.withColumn(KEY_ID, F.xxhash64(*[quoted(k) for k in keys])).drop(*keys)
+    elif ids is not None:
         same = [quoted(k).eqNullSafe(F.col(f"_key{i}")) for i, k in enumerate(keys)]
-        events = events.join(F.broadcast(ids), functools.reduce(lambda x, y: x & y, same)).drop(
+        events = events.join(F.broadcast(ids.table), functools.reduce(lambda x, y: x & y, same)).drop(
             *keys, *[f"_key{i}" for i in range(len(keys))]
         )
     group = [KEY_ID] if ids is not None else keys
@@ -240,7 +266,7 @@ def jvm_window_job(
     build = {"range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode, "vector": _vectorised}[plan]
     windows = build(active, prepared, group, outputs)
     if ids is not None:
-        windows = windows.join(F.broadcast(ids), KEY_ID).select(
+        windows = windows.join(F.broadcast(ids.table), KEY_ID).select(
             *[F.col(f"_key{i}").alias(k) for i, k in enumerate(keys)], K, *[quoted(name) for name in outputs]
         )
     start = F.col(K) * cfg.query.slide + cfg.query.offset

@@ -384,6 +384,47 @@ def parquet_times_sample(inputs: Inputs | None, fields: EventFields, limit: int)
     return starts[usable].astype(np.int64), ends[usable].astype(np.int64)
 
 
+_ARROW_KEY_TYPES = {"string": T.StringType(), "large_string": T.StringType(), "int8": T.ByteType(),
+                    "int16": T.ShortType(), "int32": T.IntegerType(), "int64": T.LongType()}  # fmt: skip
+
+
+def parquet_key_values(prepared: Prepared, texts: list[str], limit: int) -> list[tuple] | None:
+    """The distinct values of the keys of a local Parquet input, read on the driver (pyarrow, no Spark job), when
+    every ``--key`` is a plain text or integer column: at most ``limit + 1`` of them; else None.
+
+    Keys of every row, rejected ones included: a superset of the events' keys, which is what ``key_ids`` needs.
+    """
+    inputs = prepared.inputs
+    if inputs is None or inputs.format != "parquet" or local_input_bytes(inputs) is None:
+        return None
+    if list(texts) != prepared.keys:  # an expression or a renamed key: Spark evaluates it
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    spark_types = {k: prepared.rows.schema[key_column(i)].dataType for i, k in enumerate(prepared.keys)}
+    seen: set[tuple] = set()
+    try:
+        for path in inputs.files:
+            source = pq.ParquetFile(path)
+            schema = source.schema_arrow
+            if any(k not in schema.names or _ARROW_KEY_TYPES.get(str(schema.field(k).type)) != spark_types[k]
+                   for k in texts):  # fmt: skip
+                return None
+            if len(texts) == 1:  # text as dictionary indices: only the distinct values are hashed
+                column = pq.ParquetFile(path, read_dictionary=texts).read(columns=texts).column(0)
+                seen.update((value,) for value in pc.unique(column).to_pylist())
+            else:
+                table = source.read(columns=list(texts)).group_by(list(texts)).aggregate([])
+                seen.update(zip(*[table.column(k).to_pylist() for k in texts], strict=True))
+            if len(seen) > limit:
+                break
+    except (OSError, pa.ArrowException):
+        return None
+    return sorted(seen, key=lambda row: [(v is None, v if v is not None else 0) for v in row])[: limit + 1]
+
+
 def as_read(prepared: Prepared) -> list[Column]:
     """The original columns of a prepared row, as read."""
     return [quoted(c) for c in prepared.original_columns]

@@ -18,7 +18,16 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.app.outputs import finish_output, output_folder
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import window_labels
-from spark_jobs.plans import Choice, choose_plan, jvm_window_job, key_ids, late_flag, late_rows, python_only
+from spark_jobs.plans import (
+    MAX_KEY_IDS,
+    Choice,
+    choose_plan,
+    jvm_window_job,
+    key_ids,
+    late_flag,
+    late_rows,
+    python_only,
+)
 from spark_jobs.prepare import (
     END,
     REASON,
@@ -28,6 +37,7 @@ from spark_jobs.prepare import (
     events,
     load,
     local_input_bytes,
+    parquet_key_values,
     parquet_times_sample,
     quoted,
 )
@@ -85,7 +95,10 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
     counted_by_windows = len(specs) == 1  # an observation may appear once in a query: one spec, one pass
     observe = counts if counted_by_windows else None
     late = late_flag(specs[0], str(query.series_start)) if counted_by_windows and choices[0].plan != "python" else None
-    ids = key_ids(events(prepared, "first"), prepared.keys) if any(c.key_ids for c in choices) else None
+    ids = None
+    if any(c.key_ids for c in choices):
+        known = parquet_key_values(prepared, cfg.events.keys, MAX_KEY_IDS)  # on the driver: no Spark job
+        ids = key_ids(events(prepared, "first"), prepared.keys, known)
 
     def window_part(spec: RunConfig, choice: Choice) -> DataFrame:
         if choice.plan == "python":

@@ -212,3 +212,56 @@ def test_windows_per_event_from_parquet_rows_read_on_the_driver_equals_spark_s_s
     expression = EventFields("start_ts + INTERVAL 1 SECOND", "end_ts", keys=["cell"])
     assert parquet_times_sample(input_files([str(csv)]), fields, 10_000) is None
     assert parquet_times_sample(input_files([str(path)]), expression, 10_000) is None
+
+
+def test_distinct_keys_read_on_the_driver_are_spark_s_and_the_plans_give_the_same_windows(spark, tmp_path):
+    """``parquet_key_values`` (pyarrow, no Spark job) gives the keys Spark's distinct gives, nulls included,
+    for text and integer keys over several files; the key ids built from them give the windows of ids built
+    by Spark, and so do dense ids (the fallback when two keys share a hash), all equal to the python plan's;
+    expressions, CSV and other key types fall back to Spark (None)."""
+    from spanning.app.files import input_files
+    from spanning.app.jobspec import SparkOptions
+    from spark_jobs.plans import MAX_KEY_IDS
+    from spark_jobs.prepare import events, load, parquet_key_values
+    from spark_jobs.run import compute
+
+    frame = pd.DataFrame({
+        "cell": pd.array(["b", None, "a", "b", "c", "a"], dtype="string"),
+        "site": pd.array([2, 1, None, 2, 1, 1], dtype="Int32"),
+        "ratio": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
+        "start": [0, 100, 200, 300, 400, 500],
+        "end": [700, 300, 900, 400, 2000, 650],
+        "bytes": pd.array([1, 2, None, 4, 5, 6], dtype="Int64"),
+    })  # fmt: skip
+    folder = tmp_path / "in"
+    folder.mkdir()
+    frame.iloc[:3].to_parquet(folder / "a.parquet", index=False)
+    frame.iloc[3:].to_parquet(folder / "b.parquet", index=False)
+    query = WindowQuery(600, 200, 0, ["count", "sum:bytes", "max:bytes"])
+    for keys in (["cell"], ["cell", "site"], ["site"]):
+        cfg = RunConfig(InputFiles([str(folder)]), EventFields("start", "end", keys=keys), query)
+        prepared = load(spark, cfg)
+        known = parquet_key_values(prepared, keys, MAX_KEY_IDS)
+        distinct = events(prepared, "first").select(*keys).distinct().collect()
+        assert known is not None and sorted(map(tuple, distinct), key=repr) == sorted(known, key=repr)
+        assert parquet_key_values(prepared, keys, 1) is not None and len(parquet_key_values(prepared, keys, 1)) == 2
+        windows = {}
+        for plan in ("vector", "dyadic", "explode", "python"):  # python: no key ids, the reference
+            for source in ("driver", "spark", "collision"):
+                run = RunConfig(cfg.inputs, cfg.events, query, spark=SparkOptions(plan=plan))
+                with pytest.MonkeyPatch.context() as patch:
+                    if source == "spark":  # the Spark job finds the keys itself
+                        patch.setattr("spark_jobs.run.parquet_key_values", lambda *a: None)
+                    if source == "collision":  # as if two keys had one hash: dense ids by a join
+                        patch.setattr("spark_jobs.plans.spark_xxhash64", lambda *a: 0)
+                    windows[plan, source] = sorted(map(tuple, compute(spark, run).windows.collect()), key=repr)
+        assert len({tuple(w) for w in windows.values()}) == 1 and windows["vector", "driver"], keys
+    renamed = RunConfig(InputFiles([str(folder)]), EventFields("start", "end", keys=["upper(cell) AS c"]), query)
+    assert parquet_key_values(load(spark, renamed), ["upper(cell) AS c"], MAX_KEY_IDS) is None
+    floats = RunConfig(InputFiles([str(folder)]), EventFields("start", "end", keys=["ratio"]), query)
+    assert parquet_key_values(load(spark, floats), ["ratio"], MAX_KEY_IDS) is None
+    csv = tmp_path / "calls.csv"
+    frame.to_csv(csv, index=False)
+    text = RunConfig(InputFiles([str(csv)]), EventFields("start", "end", keys=["cell"]), query)
+    assert parquet_key_values(load(spark, text), ["cell"], MAX_KEY_IDS) is None
+    assert input_files([str(folder)]).format == "parquet"
