@@ -48,10 +48,9 @@ from spark_jobs.prepare import END, REASON, SEQ, SERIES, START, Prepared, TimesS
 RANGE_FROM = 6.0  # windows per event from which the range update beats the explode (measured; see the README)
 DYADIC_FROM = 32.0  # ... and from which dyadic blocks do, for min and max
 VECTOR_FROM = 8.0  # ... and from which the numpy pass beats them all (measured; see docs/BENCHMARKS.md)
-KEY_IDS_FROM = 6.0  # ... and from which grouping by a key id pays for its broadcast join
 A, B, MISSED_RUN, K = "_a", "_b", "_missed", "_k"
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row columns (spark_jobs.windowed)
-KEY_ID, MAX_KEY_IDS = "_id", 50_000  # group by a dense key id when there are at most this many keys
+KEY_ID, MAX_KEY_IDS = "_id", 50_000  # group by a long id per key when there are at most this many keys
 
 
 @dataclass
@@ -90,7 +89,7 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
     rangeable = all(_range_kind(prepared, a) for a in prepared.aggregates(cfg.query).values())
     vectorisable = all(_vector_kind(prepared, a) for a in prepared.aggregates(cfg.query).values())
     per_event = windows_per_event(cfg, sample) if sample is not None and not needs_python else None
-    many = per_event is not None and per_event >= KEY_IDS_FROM
+    sampled = per_event is not None  # a large input: its distinct keys for the ids cost little beside it
     if plan != "auto":
         if needs_python:
             raise UsageError(f"--plan {plan} cannot run this query: {needs_python}; use --plan python or auto")
@@ -101,7 +100,7 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
             raise UsageError("--plan vector covers count, sum, mean, min and max of integer and float columns: "
                              "use dyadic or explode")  # fmt: skip
         return Choice(plan, f"--plan {plan}", per_event,
-                      plan in ("range", "dyadic", "vector") or (plan == "explode" and many))  # fmt: skip
+                      plan in ("range", "dyadic", "vector") or (plan == "explode" and sampled))  # fmt: skip
     if needs_python:
         return Choice("python", needs_python)
     if per_event is None:
@@ -115,7 +114,7 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
         why = "" if rangeable else " (min, max or a double sum: no range update)"
         return Choice("dyadic", f"{per_event:.1f} windows per event ≥ {DYADIC_FROM}: O(log) blocks per event{why}",
                       per_event, True)  # fmt: skip
-    return Choice("explode", f"{per_event:.1f} windows per event: few enough to explode", per_event, many)
+    return Choice("explode", f"{per_event:.1f} windows per event: few enough to explode", per_event, True)
 
 
 def windows_per_event(cfg: RunConfig, sample: DataFrame | TimesSample) -> float:
