@@ -43,7 +43,18 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_colum
 from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
 from spanning.techniques.registry import has_batch_form
 from spark_jobs.key_hash import spark_xxhash64
-from spark_jobs.prepare import END, REASON, SEQ, SERIES, START, Prepared, TimesSample, as_read, quoted, valid_column
+from spark_jobs.prepare import (
+    EVENT_END,
+    REASON,
+    SEQ,
+    SERIES,
+    START,
+    Prepared,
+    TimesSample,
+    as_read,
+    quoted,
+    valid_column,
+)
 
 RANGE_FROM = 6.0  # windows per event from which the range update beats the explode (measured; see the README)
 DYADIC_FROM = 32.0  # ... and from which dyadic blocks do, for min and max
@@ -139,7 +150,7 @@ def _first_overlapped(cfg: RunConfig) -> str:
 
 def _last_overlapped(cfg: RunConfig) -> str:
     """The last window an event overlaps: the last one starting before u (a point event is [l, l + 1))."""
-    return _floordiv(f"greatest({END}, {START} + 1) - {cfg.query.offset} - 1", cfg.query.slide)
+    return _floordiv(f"{EVENT_END} - {cfg.query.offset} - 1", cfg.query.slide)
 
 
 def _floordiv(x: str, y: int) -> str:
@@ -166,7 +177,7 @@ def window_runs(rows: DataFrame, cfg: RunConfig, keys: list[str], series_start: 
     """The events with their run of windows [a, b] and the windows they missed (see the module docstring)."""
     if series_start == "first":  # the start of each key's first event in end order, as a stream has it
         by_key = Window.partitionBy(*[quoted(k) for k in keys]) if keys else Window.partitionBy(F.lit(0))
-        rows = rows.withColumn(SERIES, F.min_by(F.col(START), F.struct(END, SEQ)).over(by_key))
+        rows = rows.withColumn(SERIES, F.min_by(F.col(START), F.struct(F.expr(EVENT_END), SEQ)).over(by_key))
     a, b, missed = _run_bounds(cfg, None if series_start == "earliest" else SERIES)
     return rows.select("*", F.expr(a).alias(A), F.expr(b).alias(B), F.expr(missed).alias(MISSED_RUN))
 
@@ -184,7 +195,7 @@ def _run_bounds(cfg: RunConfig, series: str | None) -> tuple[str, str, str]:
     from the key's earliest start: the series never begins after an event's first window, so no term)."""
     s, o, w, d = cfg.query.slide, cfg.query.offset, cfg.query.range, cfg.query.ttp
     overlap_first = _first_overlapped(cfg)
-    open_first = f"(-{_floordiv(f'{o + w + d} - {END}', s)})"
+    open_first = f"(-{_floordiv(f'{o + w + d} - {EVENT_END}', s)})"  # the clock at arrival: the event's own u
     series_first = [] if series is None else [f"({_floordiv(f'{series} - {o} - {w}', s)} + 1)"]
     a = f"greatest({', '.join([overlap_first, open_first, *series_first])})"
     b = _last_overlapped(cfg)
@@ -347,8 +358,9 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
     if sql is SqlFunction.COUNT and agg.column is None:
         return Partial([PartialColumn("_n", "sum", "one")], lambda: F.col("_n"))
     c = agg.column
-    n = f"_n{c}"
-    count = PartialColumn(n, "sum", "valid", c)
+    bound = prepared.value_bounds.get(c)
+    n = "_n" if bound is not None and bound.no_nulls else f"_n{c}"  # no nulls: the count of events
+    count = PartialColumn(n, "sum", "one") if n == "_n" else PartialColumn(n, "sum", "valid", c)
     if sql is SqlFunction.COUNT:
         return Partial([count], lambda: F.col(n))
     if sql in (SqlFunction.MIN, SqlFunction.MAX):
@@ -357,7 +369,8 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
         return Partial([PartialColumn(best, kind, "value", c)], lambda: F.col(best))
     if sql not in (SqlFunction.SUM, SqlFunction.AVG):
         raise ValueError(f"no JVM plan for {spec!r}")
-    if not isinstance(prepared.value_types[c], T.LongType):  # a double sum, in the order Spark adds
+    if not isinstance(prepared.value_types[c], T.LongType) or (bound is not None and bound.plain_sum_fits):
+        # a double sum, in the order Spark adds; or an integer sum that the input's bounds keep in 64 bits
         total = f"_s{c}"
         columns = [count, PartialColumn(total, "sum", "value", c)]
         if sql is SqlFunction.AVG:

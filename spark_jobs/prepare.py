@@ -36,6 +36,8 @@ from spanning.app.reader import TIME_LIMIT, ColumnStats, column_kind, java_patte
 from spanning.engines.params import valid_flag as valid_column  # the Spark job sends nulls as these flags
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
+EVENT_END = f"greatest({END}, {START} + 1)"  # the event's u: a record with end = start is the point [l, l + 1)
+# (SQL). Events arrive in the order of their u, the arrival number breaking ties, on every path.
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
@@ -64,6 +66,14 @@ def read_input(spark: SparkSession, inputs: Inputs) -> DataFrame:
     return reader.json(files)
 
 
+@dataclasses.dataclass(frozen=True)
+class ValueBound:
+    """What the Parquet footers tell of an integer value column (every row group's statistics)."""
+
+    no_nulls: bool  # no row lacks a value: its count of values is the count of events
+    plain_sum_fits: bool  # 2 · rows · max |value| < 2^63: no sum of ± values of some rows leaves 64 bits
+
+
 @dataclasses.dataclass
 class Prepared:
     """Rows with their reason, plus what the window job needs to know about the columns."""
@@ -80,6 +90,8 @@ class Prepared:
     columnar: bool = dataclasses.field(default=False, init=False)
     input_bytes: int | None = dataclasses.field(default=None, init=False)
     inputs: Inputs | None = dataclasses.field(default=None, init=False)  # the files, as checked
+    # integer value columns (internal names) of local Parquet inputs whose footers bound them: see value_bounds
+    value_bounds: dict[str, ValueBound] = dataclasses.field(default_factory=dict, init=False)
 
     def aggregates(self, query: WindowQuery) -> dict[str, str]:
         """Output name -> aggregate spec of ``query`` over the internal column names."""
@@ -339,7 +351,47 @@ def load(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None = None) -> P
     prepared.columnar = inputs.format == "parquet"
     prepared.input_bytes = local_input_bytes(inputs)
     prepared.inputs = inputs
+    prepared.value_bounds = value_bounds(prepared, cfg.query.numeric_columns)
     return prepared
+
+
+def value_bounds(prepared: Prepared, columns: list[str]) -> dict[str, ValueBound]:
+    """Bounds of the integer value ``columns`` of a local Parquet input, from the files' footers (no Spark job).
+
+    Integer sums are otherwise carried as two parts so that none can overflow (``spark_jobs.plans``); where
+    every row group has statistics, 2 · rows · max |value| < 2^63 proves that a plain long sum of any
+    contributions, including the range update's +x and −x, stays exact. Columns without statistics, or
+    not plain integer columns, are left out.
+    """
+    inputs = prepared.inputs
+    if inputs is None or inputs.format != "parquet" or local_input_bytes(inputs) is None:
+        return {}
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    wanted = {name: internal for name, internal in prepared.values.items()
+              if name in columns and isinstance(prepared.value_types.get(internal), T.LongType)}  # fmt: skip
+    found = {name: [0, True] for name in wanted}  # max |value|, no nulls
+    rows = 0
+    try:
+        for path in inputs.files:
+            meta = pq.ParquetFile(path).metadata
+            paths = [meta.schema.column(j).path for j in range(meta.num_columns)]
+            rows += meta.num_rows
+            for g in range(meta.num_row_groups):
+                group = meta.row_group(g)
+                for name in list(found):
+                    stats = group.column(paths.index(name)).statistics if name in paths else None
+                    if stats is None or not stats.has_min_max or not stats.has_null_count or not isinstance(
+                        stats.min, int) or isinstance(stats.min, bool):  # fmt: skip
+                        del found[name]
+                        continue
+                    found[name][0] = max(found[name][0], abs(stats.min), abs(stats.max))
+                    found[name][1] = found[name][1] and stats.null_count == 0
+    except (OSError, pa.ArrowException):
+        return {}
+    return {wanted[name]: ValueBound(no_nulls, 2 * rows * biggest < 2**63)
+            for name, (biggest, no_nulls) in found.items()}  # fmt: skip
 
 
 TimesSample = tuple[np.ndarray, np.ndarray]  # starts and ends in chronons, read on the driver

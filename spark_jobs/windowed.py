@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 from spanning.aggregates import ResultKind, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, user_errors
-from spark_jobs.prepare import END, SEQ, SERIES, START, Prepared, quoted
+from spark_jobs.prepare import END, EVENT_END, SEQ, SERIES, START, Prepared, quoted
 
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"
 
@@ -106,5 +106,5 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
     key_cols = [quoted(k) for k in keys]
     if not (series_start and cfg.query.series_start == "earliest" and keys):  # else the Window partitioned by key
         events = events.repartition(*key_cols) if keys else events.repartition(1)
-    ordered = events.sortWithinPartitions(*key_cols, F.col(END), F.col(SEQ))
+    ordered = events.sortWithinPartitions(*key_cols, F.expr(EVENT_END), F.col(SEQ))  # arrival: by u, then seq
     return ordered.mapInPandas(process, schema)

@@ -235,9 +235,10 @@ def _null(value) -> bool:
 def _expected_windows(case: Case) -> pd.DataFrame:
     """``spanning.aggregate`` over the case's usable events, in the batch job's arrival order."""
     events = pd.DataFrame(case.events)
-    events = events.assign(_null_key=events[case.key].isna()).sort_values(
-        ["_null_key", case.key, "end", "id"], ascending=[False, True, True, True], kind="stable"
-    ).drop(columns="_null_key").reset_index(drop=True)
+    u = events["end"].where(events["end"] > events["start"], events["start"] + 1)  # a point event ends at l + 1
+    events = events.assign(_null_key=events[case.key].isna(), _u=u).sort_values(
+        ["_null_key", case.key, "_u", "id"], ascending=[False, True, True, True], kind="stable"
+    ).drop(columns=["_null_key", "_u"]).reset_index(drop=True)
     out = spanning.aggregate(events, 600, 300, 0, aggregates={**case.aggregates, "_n": "count"}, key=case.key,
                              series_start="earliest")  # fmt: skip
     late = out.attrs.pop("late")

@@ -46,7 +46,7 @@ from spanning.app.reader import (
 from spanning.engines.batch import aggregate, aggregate_many
 
 # internal column names of the events handed to the engine (no clash with any input column)
-START, END, ROW = "__start", "__end", "__row"
+START, END, ROW, ARRIVAL_END = "__start", "__end", "__row", "__arrival_end"
 
 
 @dataclass
@@ -127,8 +127,11 @@ def prepare_local(cfg: RunConfig) -> Prepared:
     for name, column in columns.items():
         events[name] = column[accepted]
     events[ROW] = accepted
-    order = [*(key_column(i) for i in range(len(keys))), END, ROW]
-    events = events.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
+    # arrival: per key in the order of the events' ends u (a point event [l, l + 1) ends at l + 1), then read order
+    events[ARRIVAL_END] = np.maximum(events[END].to_numpy(), events[START].to_numpy() + 1)
+    order = [*(key_column(i) for i in range(len(keys))), ARRIVAL_END, ROW]
+    events = events.sort_values(order, kind="stable", na_position="first").drop(columns=ARRIVAL_END)
+    events = events.reset_index(drop=True)
     return Prepared(frame, reason, events, list(fields.keys), internal, kind == "date_time")
 
 
