@@ -41,6 +41,7 @@ from pyspark.sql import types as T
 from spanning.aggregates import SqlFunction, SumOverflowError, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
+from spanning.kernels.windows import event_ends
 from spanning.techniques.registry import has_batch_form
 from spark_jobs.key_hash import spark_xxhash64
 from spark_jobs.prepare import (
@@ -137,7 +138,7 @@ def windows_per_event(cfg: RunConfig, sample: DataFrame | TimesSample) -> float:
             return 0.0
         spec = cfg.query.spec  # its window arithmetic works on arrays as on numbers
         first = spec.first_window_ending_after(starts)
-        last = spec.last_window_starting_before(np.maximum(ends, starts + 1))
+        last = spec.last_window_starting_before(event_ends(starts, ends))
         return float(np.mean(last - first + 1))
     value = sample.agg(F.avg(F.expr(f"{_last_overlapped(cfg)} - {_first_overlapped(cfg)} + 1"))).first()[0]
     return float(value or 0.0)
@@ -392,8 +393,7 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
             return F.when(F.col(n) > 0, (hi.cast("double") * float(2**32) + lo.cast("double")) / F.col(n))
 
         return Partial(columns, mean)
-    column = next(name for name, internal in prepared.values.items() if internal == c)
-    message = str(SumOverflowError(column))
+    message = _overflow_message(prepared, c)
 
     def checked() -> Column:
         hi, lo = parts()
@@ -401,6 +401,11 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
         return F.when(F.col(n) > 0, F.when(fits, F.shiftleft(hi, 32) + lo).otherwise(F.raise_error(F.lit(message))))
 
     return Partial(columns, checked, c)
+
+
+def _overflow_message(prepared: Prepared, internal: str) -> str:
+    """The error of an integer sum of the value column ``internal`` that leaves 64 bits, naming the user's column."""
+    return str(SumOverflowError(next(name for name, c in prepared.values.items() if c == internal)))
 
 
 def _partials(outputs: dict[str, str], prepared: Prepared) -> tuple[list[Partial], list[PartialColumn]]:
@@ -488,10 +493,9 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
     """
     key_cols = [quoted(k) for k in keys]
     parts, columns = _partials(outputs, prepared)
-    names = {internal: name for name, internal in prepared.values.items()}
     joined = {p.exact_sum_of: f"_t{p.exact_sum_of}" for p in parts if p.exact_sum_of is not None}
     # (joined column, its count, high and low parts (in _partial's order), the overflow message)
-    joins = [(joined[p.exact_sum_of], *[c.name for c in p.columns], str(SumOverflowError(names[p.exact_sum_of])))
+    joins = [(joined[p.exact_sum_of], *[c.name for c in p.columns], _overflow_message(prepared, p.exact_sum_of))
              for p in parts if p.exact_sum_of is not None]  # fmt: skip
     returned = {c.name for p in parts if p.exact_sum_of is None for c in p.columns}  # merged columns sent back
     parts = [Partial(p.columns, lambda name=joined[p.exact_sum_of]: F.col(name)) if p.exact_sum_of else p

@@ -93,6 +93,11 @@ class Prepared:
     # integer value columns (internal names) of local Parquet inputs whose footers bound them: see value_bounds
     value_bounds: dict[str, ValueBound] = dataclasses.field(default_factory=dict, init=False)
 
+    @property
+    def local_parquet(self) -> bool:
+        """Whether the input is Parquet files on the driver's file system (whose footers pyarrow can read)."""
+        return self.columnar and self.input_bytes is not None
+
     def aggregates(self, query: WindowQuery) -> dict[str, str]:
         """Output name -> aggregate spec of ``query`` over the internal column names."""
         return {name: with_columns(spec, self.values) for name, spec in query.aggregate_columns.items()}
@@ -363,8 +368,7 @@ def value_bounds(prepared: Prepared, columns: list[str]) -> dict[str, ValueBound
     contributions, including the range update's +x and −x, stays exact. Columns without statistics, or
     not plain integer columns, are left out.
     """
-    inputs = prepared.inputs
-    if inputs is None or inputs.format != "parquet" or local_input_bytes(inputs) is None:
+    if not prepared.local_parquet:
         return {}
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -374,7 +378,7 @@ def value_bounds(prepared: Prepared, columns: list[str]) -> dict[str, ValueBound
     found = {name: [0, True] for name in wanted}  # max |value|, no nulls
     rows = 0
     try:
-        for path in inputs.files:
+        for path in prepared.inputs.files:
             meta = pq.ParquetFile(path).metadata
             paths = [meta.schema.column(j).path for j in range(meta.num_columns)]
             rows += meta.num_rows
@@ -446,10 +450,7 @@ def parquet_key_values(prepared: Prepared, texts: list[str], limit: int) -> list
 
     Keys of every row, rejected ones included: a superset of the events' keys, which is what ``key_ids`` needs.
     """
-    inputs = prepared.inputs
-    if inputs is None or inputs.format != "parquet" or local_input_bytes(inputs) is None:
-        return None
-    if list(texts) != prepared.keys:  # an expression or a renamed key: Spark evaluates it
+    if not prepared.local_parquet or list(texts) != prepared.keys:  # an expression or a renamed key: Spark's
         return None
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -458,15 +459,15 @@ def parquet_key_values(prepared: Prepared, texts: list[str], limit: int) -> list
     spark_types = {k: prepared.rows.schema[key_column(i)].dataType for i, k in enumerate(prepared.keys)}
     seen: set[tuple] = set()
     try:
-        for path in inputs.files:
-            source = pq.ParquetFile(path)
+        for path in prepared.inputs.files:
+            one = len(texts) == 1  # one text key read as dictionary indices: only the distinct values are hashed
+            source = pq.ParquetFile(path, read_dictionary=texts if one else None)
             schema = source.schema_arrow
-            if any(k not in schema.names or _ARROW_KEY_TYPES.get(str(schema.field(k).type)) != spark_types[k]
-                   for k in texts):  # fmt: skip
+            types = {f.name: f.type.value_type if pa.types.is_dictionary(f.type) else f.type for f in schema}
+            if any(_ARROW_KEY_TYPES.get(str(types.get(k))) != spark_types[k] for k in texts):
                 return None
-            if len(texts) == 1:  # text as dictionary indices: only the distinct values are hashed
-                column = pq.ParquetFile(path, read_dictionary=texts).read(columns=texts).column(0)
-                seen.update((value,) for value in pc.unique(column).to_pylist())
+            if one:
+                seen.update((value,) for value in pc.unique(source.read(columns=texts).column(0)).to_pylist())
             else:
                 table = source.read(columns=list(texts)).group_by(list(texts)).aggregate([])
                 seen.update(zip(*[table.column(k).to_pylist() for k in texts], strict=True))

@@ -48,7 +48,7 @@ def _oracle(frame: pd.DataFrame, window, ttp, series, aggs) -> tuple[dict, dict]
     windows, late = {}, {}
     for key, rows in frame.groupby("cell", dropna=False, sort=False):
         key = None if isinstance(key, float) and math.isnan(key) else key
-        rows = rows.assign(u=rows[["end"]].max(axis=1).where(rows["end"] > rows["start"], rows["start"] + 1))
+        rows = rows.assign(u=rows["end"].where(rows["end"] > rows["start"], rows["start"] + 1))
         rows = rows.sort_values(["u", "id"], kind="stable")  # arrival: by the event's u (a point ends at l + 1)
         stream = [(key, int(r.start), int(r.end), {"v": _py(r.v), "f": _py(r.f)}) for r in rows.itertuples()]
         start = {"earliest": int(rows["start"].min()), "first": None}.get(series, series)

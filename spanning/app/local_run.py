@@ -44,6 +44,7 @@ from spanning.app.reader import (
     tzinfo,
 )
 from spanning.engines.batch import aggregate, aggregate_many
+from spanning.kernels.windows import event_ends
 
 # internal column names of the events handed to the engine (no clash with any input column)
 START, END, ROW, ARRIVAL_END = "__start", "__end", "__row", "__arrival_end"
@@ -128,7 +129,7 @@ def prepare_local(cfg: RunConfig) -> Prepared:
         events[name] = column[accepted]
     events[ROW] = accepted
     # arrival: per key in the order of the events' ends u (a point event [l, l + 1) ends at l + 1), then read order
-    events[ARRIVAL_END] = np.maximum(events[END].to_numpy(), events[START].to_numpy() + 1)
+    events[ARRIVAL_END] = event_ends(events[START].to_numpy(), events[END].to_numpy())
     order = [*(key_column(i) for i in range(len(keys))), ARRIVAL_END, ROW]
     events = events.sort_values(order, kind="stable", na_position="first").drop(columns=ARRIVAL_END)
     events = events.reset_index(drop=True)

@@ -116,7 +116,7 @@ def _tune(args: argparse.Namespace) -> int:
     import numpy as np
 
     from spanning.app.tune import format_table, height_table
-    from spanning.kernels.windows import WindowSpec
+    from spanning.kernels.windows import WindowSpec, event_ends
 
     unit = args.time_unit
     try:
@@ -130,7 +130,7 @@ def _tune(args: argparse.Namespace) -> int:
     starts, ends = _tune_events(args)
     if len(starts) == 0:
         raise UsageError("no usable events in the input")
-    ends = np.maximum(ends, starts + 1)
+    ends = event_ends(starts, ends)
     pick = np.linspace(0, len(starts) - 1, min(args.sample, len(starts))).astype(np.int64)
     rows, best = height_table(spec, starts, ends, args.max_height)
     if args.measure:

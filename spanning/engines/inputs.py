@@ -15,7 +15,7 @@ import pandas as pd
 
 from spanning.aggregates import Aggregate
 from spanning.engines.params import EventColumns, Execution
-from spanning.kernels.windows import as_chronon
+from spanning.kernels.windows import as_chronon, event_ends
 
 __all__ = ["FrameEvents", "as_frame", "chronons", "group_codes", "key_runs", "read_events"]
 
@@ -57,7 +57,7 @@ def read_events(
     if len(bad):
         i = bad[0]
         raise ValueError(f"row {i}: event end {ends[i]} is before its start {starts[i]} ({len(bad)} such rows)")
-    ends = np.where(ends == starts, starts + 1, ends)  # point events [l, l + 1)
+    ends = event_ends(starts, ends)  # point events [l, l + 1)
     if series_start == "earliest":  # per key, the earliest start in the data: no window is cut off
         per_key = np.full(len(group_rows), np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(per_key, groups, starts)

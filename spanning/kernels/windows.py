@@ -18,7 +18,9 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["WindowSpec", "PairsSlicer", "UnionSlicer", "as_chronon"]
+import numpy as np
+
+__all__ = ["WindowSpec", "PairsSlicer", "UnionSlicer", "as_chronon", "event_ends"]
 
 
 def as_chronon(value: object, what: str) -> int:
@@ -30,6 +32,16 @@ def as_chronon(value: object, what: str) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     raise ValueError(f"{what} must be an integer chronon, got {value!r}")
+
+
+def event_ends(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The ends u of events ``[start, end)`` (arrays of chronons, end >= start): a record with start == end is
+    the point ``[start, start + 1)``. Events arrive in the order of u.
+
+    >>> event_ends(np.array([3, 5]), np.array([9, 5])).tolist()
+    [9, 6]
+    """
+    return np.maximum(np.asarray(ends, dtype=np.int64), np.asarray(starts, dtype=np.int64) + 1)
 
 
 @dataclass(frozen=True)

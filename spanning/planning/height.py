@@ -25,7 +25,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from spanning.kernels.windows import PairsSlicer, WindowSpec
+from spanning.kernels.windows import PairsSlicer, WindowSpec, event_ends
 
 __all__ = [
     "predict_costs",
@@ -48,7 +48,7 @@ def spanned_slices(spec: WindowSpec, starts: np.ndarray, ends: np.ndarray) -> np
     """Number of Pairs slices each event ``[start, end)`` overlaps (a point event: one)."""
     slicer = PairsSlicer(spec)
     starts = np.asarray(starts, dtype=np.int64)
-    ends = np.maximum(np.asarray(ends, dtype=np.int64), starts + 1)
+    ends = event_ends(starts, ends)
 
     def slice_of(t: np.ndarray) -> np.ndarray:
         j, r = np.divmod(t - slicer.offset, slicer.slide)
