@@ -34,9 +34,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_type
 
 from spanning.aggregates import SqlFunction, SumOverflowError, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
@@ -46,6 +48,7 @@ from spanning.techniques.registry import has_batch_form
 from spark_jobs.key_hash import spark_xxhash64
 from spark_jobs.prepare import (
     EVENT_END,
+    INTEGRAL,
     REASON,
     SEQ,
     SERIES,
@@ -72,7 +75,7 @@ class Choice:
     plan: str
     reason: str
     windows_per_event: float | None = None
-    key_ids: bool = False  # group by a dense id per key (see key_ids)
+    key_ids: bool = False  # group by a long id per key (see key_ids), unless the key is one integer column
 
 
 def jvm_aggregates(cfg: RunConfig) -> bool:
@@ -93,8 +96,21 @@ def python_only(cfg: RunConfig) -> str | None:
     return None
 
 
+def groups_by_its_key(prepared: Prepared) -> bool:
+    """Whether the plans group by the key column itself: one integer key is already what an id would be
+    (``key_ids``), so an id would only add the distinct keys' read, the hashing and the join back."""
+    return len(prepared.key_types) == 1 and isinstance(prepared.key_types[0], INTEGRAL)
+
+
 def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSample | None) -> Choice:
     """The plan for ``cfg``: ``--plan`` if given, else by the aggregates and the windows per event."""
+    choice = _plan_for(cfg, prepared, sample)
+    if choice.key_ids and groups_by_its_key(prepared):
+        choice.key_ids = False
+    return choice
+
+
+def _plan_for(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSample | None) -> Choice:
     needs_python, plan = python_only(cfg), cfg.spark.plan
     if plan == "python":
         return Choice("python", "--plan python")
@@ -239,7 +255,10 @@ def key_ids(events: DataFrame, keys: list[str], known: list[tuple] | None = None
         *[T.StructField(f"_key{i}", events.schema[k].dataType, True) for i, k in enumerate(keys)],
         T.StructField(KEY_ID, T.LongType(), False),
     ])  # fmt: skip
-    table = events.sparkSession.createDataFrame([(*row, i) for i, row in enumerate(distinct)], schema)
+    # from Arrow: a LocalRelation in the JVM, where a list of rows would start Python workers (1-1.5 s cold)
+    columns = [pa.array([row[j] for row in distinct], to_arrow_type(schema[j].dataType)) for j in range(len(keys))]
+    arrow = pa.Table.from_arrays([*columns, pa.array(range(len(distinct)), pa.int64())], names=schema.fieldNames())
+    table = events.sparkSession.createDataFrame(arrow, schema)
     if hashed:  # Spark's own hash for the windows' way back, the same expression as the rows'
         table = table.withColumn(KEY_ID, F.xxhash64(*[F.col(f"_key{i}") for i in range(len(keys))]))
     return KeyIds(table, hashed)

@@ -37,6 +37,7 @@ class Inputs:
     format: str
     columns: list[str] | None  # CSV header names, stripped of spaces (None where unknown: remote files)
     delimiter: str = ","
+    parquet_schema: object | None = None  # Parquet: the Arrow schema every file has (None if they differ)
 
 
 _COMPRESSION = {".gz": gzip.open, ".bz2": bz2.open}
@@ -96,9 +97,9 @@ def input_files(paths: list[str], given_format: str | None = None, delimiter: st
         mixed = ", ".join(f"{fmt} ({os.path.basename(p)})" for fmt, p in formats.items())
         raise UsageError(f"the inputs mix file formats: {mixed}; run one format at a time")
     fmt = next(iter(formats))
+    schemas = set()
     if fmt == "parquet":
-        for path in files:
-            _check_parquet(path)
+        schemas = {_check_parquet(path) for path in files}
     columns = None
     if fmt == "csv":
         for path in files:
@@ -115,11 +116,12 @@ def input_files(paths: list[str], given_format: str | None = None, delimiter: st
             with _open_text(path) as handle:
                 if not any(line.strip() for line in handle):
                     raise UsageError(f"input file {path} is empty")
-    return Inputs(files, fmt, columns, delimiter)
+    return Inputs(files, fmt, columns, delimiter, next(iter(schemas)) if len(schemas) == 1 else None)
 
 
-def _check_parquet(path: str) -> None:
-    """A Parquet file both engines can read: readable, and no timestamps in nanoseconds (Spark refuses them)."""
+def _check_parquet(path: str):
+    """A Parquet file both engines can read: readable, and no timestamps in nanoseconds (Spark refuses them).
+    Returns its Arrow schema, read from the footer (without the writer's metadata)."""
     import pyarrow.parquet
 
     try:
@@ -132,6 +134,7 @@ def _check_parquet(path: str) -> None:
                 f"{path}: column {field.name!r} holds timestamps in nanoseconds, which Spark cannot "
                 "read: write it in microseconds (pandas: df.to_parquet(..., coerce_timestamps='us'))"
             )
+    return schema.remove_metadata()
 
 
 def _csv_header(path: str, delimiter: str) -> list[str]:
