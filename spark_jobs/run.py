@@ -11,10 +11,12 @@ from typing import NamedTuple
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.aggregates import SumOverflowError
 from spanning.app.files import Inputs, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
+from spanning.app.local_run import write_arrow_part
 from spanning.app.outputs import finish_output, output_folder
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import window_labels
@@ -165,7 +167,12 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
         for name in ("windows", "rejected", "late"):
             frame = getattr(job, name)
             if name != "windows" and job.counted_by_windows and job.counts.get.get(name) == 0:
-                frame = frame.limit(0)  # counted while windowing: none, so no pass over the input for them
+                # counted while windowing: none, so no pass over the input for them, and no Spark job to write
+                # a part with no rows: the driver writes it (the schema, or the header), as the local engine does
+                (output / name).mkdir()
+                write_arrow_part(to_arrow_schema(frame.schema, timezone="UTC").empty_table(), output / name, cfg)
+                written[name] = 0
+                continue
             observed = Observation(name)  # counted while written: no second pass over the output
             try:
                 write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name), cfg.output.format)

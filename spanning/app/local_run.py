@@ -192,7 +192,12 @@ def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict
 
 def write_part(part: pd.DataFrame, folder: Path, cfg: RunConfig) -> None:
     """One output part, as the Spark engine writes it: Parquet, or RFC 4180 CSV with ISO timestamps."""
-    table = _arrow(part)
+    write_arrow_part(_arrow(part), folder, cfg)
+
+
+def write_arrow_part(table: pa.Table, folder: Path, cfg: RunConfig) -> None:
+    """``table`` as one output part in ``folder``: Parquet, or RFC 4180 CSV with ISO timestamps (a header alone
+    when empty)."""
     if cfg.output.format == "parquet":
         pyarrow.parquet.write_table(table, folder / "part-00000.parquet")
         return
