@@ -155,8 +155,49 @@ def engine_zip() -> Path:
     return _engine_zip
 
 
-def ship_engine(spark) -> Path:
-    """Add the engine's zip (``engine_zip``) to the job, so that executors without the project can import it."""
+def ship_engine(spark) -> Path | None:
+    """Add the engine's zip (``engine_zip``) to the job, so that executors without the project can import it.
+
+    Not when the executors are this JVM's threads and their Python workers run this interpreter, which finds
+    the engine where this process found it (``workers_import_the_engine``): each task of a worker with a zip
+    on its path re-reads the zip's index for every package in it (0.1-0.2 s a task, measured), and compiles
+    the modules it imports from source. Returns the zip, or None when nothing was shipped.
+    """
+    if workers_import_the_engine(spark.sparkContext.master, spark.sparkContext.pythonExec):
+        return None
     target = engine_zip()
     spark.sparkContext.addPyFile(str(target))
     return target
+
+
+def workers_import_the_engine(master: str, worker_python: str) -> bool:
+    """Whether Python workers import ``ENGINE_PACKAGES`` from the files this process imports them from: a local
+    master (executors in this JVM, workers started in this folder with this environment), workers running this
+    interpreter, and every package found at start-up (site-packages, ``PYTHONPATH``, the current folder, or an
+    editable install's finder), not from a path this process added as it ran."""
+    if not (master == "local" or master.startswith("local[")):
+        return False
+    if os.path.abspath(shutil.which(worker_python) or worker_python) != os.path.abspath(sys.executable):
+        return False
+    import site
+
+    entries = [*site.getsitepackages(), site.getusersitepackages(), os.getcwd(),
+               *os.environ.get("PYTHONPATH", "").split(os.pathsep)]  # fmt: skip
+    startup = {os.path.abspath(p) for p in entries if p}
+    editable = [f for f in sys.meta_path if str(getattr(f, "__module__", "")).startswith("__editable__")]
+    for name in ENGINE_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None or not Path(spec.origin).is_file():  # a namespace, or in a zip
+            return False
+        root = os.path.abspath(Path(spec.origin).parent.parent)
+        if root not in startup and not any(_finds(f, name, spec.origin) for f in editable):
+            return False
+    return True
+
+
+def _finds(finder, name: str, origin: str) -> bool:
+    try:
+        found = finder.find_spec(name, None)
+    except Exception:  # a finder of another installer's making: ship, to be safe
+        return False
+    return found is not None and found.origin == origin
