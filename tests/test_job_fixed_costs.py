@@ -1,0 +1,145 @@
+"""What a whole ``spanning run`` does outside its windows pass, and that each shortcut keeps its guarantee.
+
+- A local Parquet input's schema comes from its footers (no Spark job), and it is the schema Spark infers.
+- One integer key is grouped by itself: no key ids, no join back, the same windows.
+- An empty ``rejected/`` or ``late/`` is written on the driver, readable with the schema Spark would write.
+- The engine zip is not shipped to Python workers that import the engine from this process's own files.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from spanning.app.files import input_files
+from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
+
+
+def _plain_columns() -> pa.Table:
+    return pa.table({
+        "i8": pa.array([1, None], pa.int8()),
+        "i16": pa.array([1, 2], pa.int16()),
+        "i32": pa.array([None, 2], pa.int32()),
+        "i64": pa.array([1, 2], pa.int64()),
+        "f32": pa.array([0.5, None], pa.float32()),
+        "f64": pa.array([0.5, 1.5], pa.float64()),
+        "flag": pa.array([True, None]),
+        "text": pa.array(["a", None]),
+        "big_text": pa.array(["a", "b"], pa.large_string()),
+        "day": pa.array([0, 19000], pa.date32()),
+        "at_ms": pa.array([0, 1_000], pa.timestamp("ms", tz="UTC")),
+        "at_us": pa.array([0, 1_000_000], pa.timestamp("us", tz="Europe/Paris")),
+    })  # fmt: skip
+
+
+def test_parquet_schema_from_the_footers_is_the_one_spark_infers(spark, tmp_path):
+    from spark_jobs.prepare import parquet_footer_schema, read_input
+
+    table = _plain_columns()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(table.slice(0, 1), folder / "a.parquet")
+    pq.write_table(table.slice(1, 1), folder / "b.parquet")
+    inputs = input_files([str(folder)], None, ",")
+    footer = parquet_footer_schema(inputs)
+    inferred = spark.read.parquet(str(folder)).schema
+    assert footer is not None and footer == inferred
+    read = read_input(spark, inputs)
+    assert read.schema == inferred
+    assert sorted(map(tuple, read.collect()), key=repr) == sorted(
+        map(tuple, spark.read.parquet(str(folder)).collect()), key=repr
+    )
+    # what Spark reads otherwise, or cannot read as pyarrow maps it: Spark infers (None)
+    for name, column in {
+        "unsigned": pa.array([1], pa.uint32()),
+        "wall_time": pa.array([0], pa.timestamp("us")),
+        "decimal": pa.array([1], pa.decimal128(10, 2)),
+        "nested": pa.array([[1]], pa.list_(pa.int64())),
+    }.items():
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table({name: column}), path)
+        assert parquet_footer_schema(input_files([str(path)], None, ",")) is None, name
+    other = tmp_path / "other"
+    other.mkdir()
+    pq.write_table(pa.table({"x": pa.array([1], pa.int64())}), other / "a.parquet")
+    pq.write_table(pa.table({"x": pa.array([1], pa.int32())}), other / "b.parquet")
+    assert parquet_footer_schema(input_files([str(other)], None, ",")) is None  # two schemas: Spark merges
+    pq.write_table(pa.table({"x": [1], "X": [2]}), tmp_path / "cases.parquet")
+    assert parquet_footer_schema(input_files([str(tmp_path / "cases.parquet")], None, ",")) is None
+
+
+def _calls(key) -> pd.DataFrame:
+    return pd.DataFrame({
+        "cell": key,
+        "start": [0, 100, 200, 300, 400, 500, 5000],
+        "end": [700, 300, 900, 400, 2000, 650, 5100],
+        "bytes": pd.array([1, 2, None, 4, 5, 6, 7], dtype="Int64"),
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize("plan", ["explode", "vector", "dyadic"])
+def test_one_integer_key_is_grouped_by_itself_with_the_windows_of_a_text_key(spark, tmp_path, plan):
+    from spark_jobs.run import compute
+
+    query = WindowQuery(600, 200, 0, ["count", "sum:bytes", "max:bytes"])
+    got = {}
+    for kind, key in (("int", pd.array([7, 3, None, 7, 3, 7, 3], dtype="Int32")),
+                      ("text", ["7", "3", None, "7", "3", "7", "3"])):  # fmt: skip
+        path = tmp_path / f"{kind}.parquet"
+        _calls(key).to_parquet(path, index=False)
+        cfg = RunConfig(InputFiles([str(path)]), EventFields("start", "end", keys=["cell"]), query,
+                        spark=SparkOptions(plan=plan))  # fmt: skip
+        job = compute(spark, cfg)
+        assert job.choices[0].key_ids == (kind == "text" and plan != "explode")  # explode: ids once sampled only
+        rows = job.windows.collect()
+        got[kind] = sorted(((None if r["cell"] is None else str(r["cell"]), *tuple(r)[1:]) for r in rows), key=repr)
+    assert got["int"] == got["text"] and len(got["int"]) > 5
+
+
+def test_empty_rejected_and_late_are_written_on_the_driver_as_spark_writes_them(spark, tmp_path):
+    from spark_jobs.run import run_spark
+
+    messy = _calls(["a"] * 7).assign(start=[0, 100, 200, 300, 400, 500, 50], end=[700, 300, 900, 400, 2000, 650, 10])
+    for fmt in ("parquet", "csv"):
+        schemas = {}
+        for case, frame, ttp in (("clean", _calls(["a"] * 7), 10_000), ("messy", messy, 0)):
+            path = tmp_path / f"{case}.parquet"
+            frame.to_parquet(path, index=False)
+            out = tmp_path / f"{case}-{fmt}"
+            cfg = RunConfig(InputFiles([str(path)]), EventFields("start", "end", keys=["cell"]),
+                            WindowQuery(600, 200, ttp, ["count", "sum:bytes"]),
+                            output=OutputOptions(str(out), fmt))  # fmt: skip
+            summary = run_spark(cfg)
+            if case == "clean":  # nothing to reject, nothing late: both written on the driver
+                assert summary["rejected"] == summary["late"] == 0
+                for name in ("rejected", "late"):
+                    assert sorted(p.name for p in (out / name).iterdir()) == [f"part-00000.{fmt}"]
+            else:  # an end before its start; calls that arrive after windows they overlap were released
+                assert summary["rejected"] == 1 and summary["late"] > 0
+            for name in ("rejected", "late"):
+                reader = spark.read if fmt == "parquet" else spark.read.option("header", True).format("csv")
+                read = reader.load(str(out / name), format=fmt)
+                schemas[case, name] = read.schema
+                assert read.count() == summary[name]
+        assert schemas["clean", "rejected"] == schemas["messy", "rejected"]
+        assert schemas["clean", "late"] == schemas["messy", "late"]
+
+
+def test_the_engine_is_shipped_only_to_workers_that_cannot_import_it_themselves(monkeypatch, tmp_path):
+    from spark_jobs import session
+
+    assert session.workers_import_the_engine("local[2]", sys.executable)
+    assert session.workers_import_the_engine("local", sys.executable)
+    assert not session.workers_import_the_engine("local-cluster[2,1,1024]", sys.executable)  # other processes
+    assert not session.workers_import_the_engine("spark://host:7077", sys.executable)
+    assert not session.workers_import_the_engine("local[2]", str(tmp_path / "python"))  # another interpreter
+    monkeypatch.setattr(session, "ENGINE_PACKAGES", (*session.ENGINE_PACKAGES, "added_at_run_time"))
+    package = tmp_path / "added_at_run_time"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))  # a path this process added: a worker would not have it
+    assert not session.workers_import_the_engine("local[2]", sys.executable)
