@@ -8,14 +8,18 @@ SQL, ...), each writing Parquet; the results must be identical. Prints medians, 
     python bench/bench_spark_job.py                          # 3,000,000 rows, 3 rounds
     python bench/bench_spark_job.py --rows 200000 --repeat 1 --sink noop
     python bench/bench_spark_job.py --processes             # whole processes: spanning run vs a PySpark script
+    python bench/bench_spark_job.py --timeline 900/60        # where one process's time goes, both commands
 
-With ``--processes`` each round starts ``spanning run`` and ``bench/sql_explode_job.py`` as separate
-processes (JVM start included, as a user times them), interleaved, on the same Parquet file.
+With ``--processes`` each pair starts ``spanning run`` and ``bench/sql_explode_job.py`` as separate
+processes (JVM start included, as a user times them), interleaved, on the same Parquet file, for
+integer-keyed CDRs (``spark_jobs.peers.integer_cdr_file``: 1% sessions of 0.5-4 h, calls of about a minute)
+and the generator's text-keyed ones (``--data``); the first pair's windows are compared row for row.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -26,51 +30,141 @@ import tempfile
 import time
 from pathlib import Path
 
-from spark_jobs.peers import AGG_SETS, SHAPES, cdr_file, spark_vs_sql
+import pandas as pd
+
+from spark_jobs.peers import AGG_SETS, SHAPES, cdr_file, integer_cdr_file, spark_vs_sql
 
 HERE = Path(__file__).resolve().parent
 
 
-def processes(rows: int, repeat: int, archive_control: bool) -> None:
+DATASETS = {"int": integer_cdr_file, "text": cdr_file}  # integer cell ids (the main job's shape), text cells
+
+
+def _commands(path: Path, out: Path, range_: int, slide: int, aggs: list[str]) -> tuple[list[str], list[str]]:
+    """``spanning run`` and the hand-written script over ``path``, each writing Parquet under ``out``."""
+    run = [sys.executable, "-m", "spanning.cli", "run", str(path), "--range", str(range_), "--slide", str(slide),
+           "--ttp", "7d", "--start", "start", "--end", "end", "--key", "cell",
+           *[x for a in aggs for x in ("--agg", a)], "--output", str(out / "run"), "--overwrite"]  # fmt: skip
+    sql = [sys.executable, str(HERE / "sql_explode_job.py"), str(path), str(out / "sql"), "--range", str(range_),
+           "--slide", str(slide), *(["--max"] if "max:duration" in aggs else [])]  # fmt: skip
+    return run, sql
+
+
+def _same_windows(out: Path, aggs: list[str]) -> int:
+    """The windows of ``spanning run`` and of the script, compared row for row; their number."""
+    columns = ["cell", "window_start", *[a.replace(":", "_") for a in aggs]]
+    frames = []
+    for name in ("run/windows", "sql"):  # the script writes Spark's default INT96 times, read without a zone
+        frame = pd.read_parquet(out / name, columns=columns)
+        frame["window_start"] = pd.to_datetime(frame["window_start"], utc=True).astype("datetime64[us, UTC]")
+        frames.append(frame.sort_values(columns[:2]).reset_index(drop=True))
+    try:
+        pd.testing.assert_frame_equal(*frames, check_dtype=False)
+    except AssertionError as err:
+        raise SystemExit(f"spanning run and the SQL script gave different windows in {out}: {err}") from None
+    return len(frames[0])
+
+
+def processes(rows: int, repeat: int, archive_control: bool, datasets: list[str], agg_sets: dict) -> None:
     """Whole processes, interleaved: ``spanning run`` against the standalone SQL script (and, with
     ``archive_control``, the script again with the driver's class archive that ``spanning run`` maps)."""
     from spark_jobs.class_archive import driver_options
     from spark_jobs.session import check_java, submit_args
 
-    path = cdr_file(rows)
     out = Path(tempfile.mkdtemp(prefix="spanning-bench-proc-"))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     archive = driver_options(check_java())
     if archive_control and not archive:
         raise SystemExit("no class archive to give the SQL script: python -m spark_jobs.class_archive builds it")
     with_archive = {**env, "PYSPARK_SUBMIT_ARGS": submit_args(archive)}
-    print(f"{rows:,} CDRs (Parquet), whole processes, {repeat} interleaved rounds, {os.cpu_count()} cores, "
-          f"class archive {'mapped' if archive else 'absent'}")  # fmt: skip
+    print(f"{rows:,} CDRs (Parquet), whole processes, {repeat} interleaved pairs, {os.cpu_count()} cores, "
+          f"class archive {'mapped' if archive else 'absent'}; ratio = SQL script s / spanning run s")  # fmt: skip
     control = " SQL + archive s (min-max) | SQL + archive/run |" if archive_control else ""
-    print(f"| ω/β | aggregates | spanning run s (min-max) | SQL script s (min-max) | SQL/run median |{control}")
-    print("|---|---|---|---|---|" + ("---|---|" if archive_control else ""))
-    for range_, slide in SHAPES:
-        for name, aggs in AGG_SETS.items():
-            run = [sys.executable, "-m", "spanning.cli", "run", str(path), "--range", str(range_), "--slide",
-                   str(slide), "--ttp", "2d", "--start", "start", "--end", "end", "--key", "cell",
-                   *[x for a in aggs for x in ("--agg", a)], "--output", str(out / "run"), "--overwrite"]
-            sql = [sys.executable, str(HERE / "sql_explode_job.py"), str(path), str(out / "sql"), "--range",
-                   str(range_), "--slide", str(slide), *(["--max"] if "max:duration" in aggs else [])]
-            commands = [("run", run, env), ("sql", sql, env), *([("sql+", sql, with_archive)] * archive_control)]
-            times = {label: [] for label, _, _ in commands}
-            for _ in range(repeat):
-                for label, command, command_env in commands:
-                    began = time.perf_counter()
-                    subprocess.run(command, env=command_env, check=True, capture_output=True)
-                    times[label].append(time.perf_counter() - began)
-            a = sorted(times["run"])
-            cells = [f"{range_ // 60}m/{slide // 60}m", name, f"{statistics.median(a):.1f} ({a[0]:.1f}-{a[-1]:.1f})"]
-            for label in [label for label in times if label != "run"]:
-                b = sorted(times[label])
-                cells += [f"{statistics.median(b):.1f} ({b[0]:.1f}-{b[-1]:.1f})",
-                          f"**{statistics.median(b) / statistics.median(a):.2f}×**"]  # fmt: skip
-            print("| " + " | ".join(cells) + " |")
+    print("| data | ω/β | aggregates | plan (windows/event) | spanning run s (min-max) | SQL script s (min-max) "
+          f"| SQL/run, median of pairs (min-max) |{control}")  # fmt: skip
+    print("|---|---|---|---|---|---|---|" + ("---|---|" if archive_control else ""))
+    for data in datasets:
+        path = DATASETS[data](rows)
+        for range_, slide in SHAPES:
+            for name, aggs in agg_sets.items():
+                run, sql = _commands(path, out, range_, slide, aggs)
+                commands = [("run", run, env), ("sql", sql, env), *([("sql+", sql, with_archive)] * archive_control)]
+                times = {label: [] for label, _, _ in commands}
+                for round_ in range(repeat):
+                    for label, command, command_env in commands:
+                        began = time.perf_counter()
+                        subprocess.run(command, env=command_env, check=True, capture_output=True)
+                        times[label].append(time.perf_counter() - began)
+                    if round_ == 0:
+                        _same_windows(out, aggs)
+                plan = json.loads((out / "run" / "summary.json").read_text())["plans"][0]
+                a = sorted(times["run"])
+                cells = [data, f"{range_ // 60}m/{slide // 60}m", name,
+                         f"{plan['plan']} ({plan['windows_per_event'] or 0:.1f})",
+                         f"{statistics.median(a):.1f} ({a[0]:.1f}-{a[-1]:.1f})"]  # fmt: skip
+                for label in [label for label in times if label != "run"]:
+                    b = sorted(times[label])
+                    pairs = sorted(y / x for x, y in zip(times["run"], times[label], strict=True))
+                    cells += [f"{statistics.median(b):.1f} ({b[0]:.1f}-{b[-1]:.1f})",
+                              f"**{statistics.median(pairs):.2f}×** ({pairs[0]:.2f}-{pairs[-1]:.2f})"]  # fmt: skip
+                print("| " + " | ".join(cells) + " |", flush=True)
     shutil.rmtree(out, ignore_errors=True)
+
+
+def timeline(rows: int, data: str, range_: int, slide: int) -> None:
+    """Where each second of one whole process goes, for ``spanning run`` and for the SQL script: the process's
+    start and exit, and from Spark's event log the application's start, each job and stage, and each SQL
+    execution (seconds from the process's start)."""
+    out = Path(tempfile.mkdtemp(prefix="spanning-bench-timeline-"))
+    conf, events = out / "conf", out / "events"
+    conf.mkdir()
+    events.mkdir()
+    (conf / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
+                                              "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "SPARK_CONF_DIR": str(conf)}  # fmt: skip
+    run, sql = _commands(DATASETS[data](rows), out, range_, slide, ["count", "sum:bytes", "max:duration"])
+    for label, command in (("spanning run", run), ("SQL script", sql)):
+        before = set(events.iterdir())
+        began = time.time()
+        subprocess.run(command, env=env, check=True, capture_output=True)
+        ended = time.time() - began
+        (log,) = set(events.iterdir()) - before
+        print(f"\n{label} ({data} keys, {range_ // 60}m/{slide // 60}m, {rows:,} rows): {ended:.2f} s in all")
+        print("| from s | to s | s | what |\n|---|---|---|---|")
+        for at, until, what in _event_spans(log, began):
+            print(f"| {at:.2f} | {until:.2f} | {until - at:.2f} | {what} |")
+        print(f"| {ended:.2f} | | | process exits |")
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def _event_spans(log: Path, began: float) -> list[tuple[float, float, str]]:
+    """(from, to, what) of the application, its jobs, stages and SQL executions in a Spark event log."""
+    spans, opened = [], {}
+    for line in log.read_text().splitlines():
+        event = json.loads(line)
+        kind = event["Event"].rsplit(".", 1)[-1]
+        if kind == "SparkListenerApplicationStart":
+            at = event["Timestamp"] / 1000 - began
+            spans.append((at, at, "Spark application started (JVM up, SparkContext made)"))
+        elif kind == "SparkListenerJobStart":
+            opened["job", event["Job ID"]] = event["Submission Time"] / 1000 - began
+        elif kind == "SparkListenerJobEnd":
+            at = opened.pop(("job", event["Job ID"]))
+            spans.append((at, event["Completion Time"] / 1000 - began, f"  job {event['Job ID']}"))
+        elif kind == "SparkListenerStageCompleted":
+            info = event["Stage Info"]
+            spans.append((info["Submission Time"] / 1000 - began, info["Completion Time"] / 1000 - began,
+                          f"    stage {info['Stage ID']}: {info['Number of Tasks']} tasks"))  # fmt: skip
+        elif kind == "SparkListenerSQLExecutionStart":
+            opened["sql", event["executionId"]] = (event["time"] / 1000 - began, event["description"].split(" at ")[0])
+        elif kind == "SparkListenerSQLExecutionEnd" and ("sql", event["executionId"]) in opened:
+            at, what = opened.pop(("sql", event["executionId"]))
+            spans.append((at, event["time"] / 1000 - began, f"query: {what}"))
+        elif kind == "SparkListenerApplicationEnd":
+            at = event["Timestamp"] / 1000 - began
+            spans.append((at, at, "Spark application ended"))
+    return sorted(spans, key=lambda span: (span[0], -span[1]))
 
 
 def main() -> None:
@@ -82,9 +176,21 @@ def main() -> None:
     parser.add_argument("--processes", action="store_true", help="time whole processes instead of one session")
     parser.add_argument("--archive-control", action="store_true",
                         help="--processes: also time the SQL script with spanning's class archive mapped")  # fmt: skip
+    parser.add_argument("--data", choices=[*DATASETS, "both"], default="both",
+                        help="--processes, --timeline: integer-keyed CDRs, the generator's text-keyed ones, or both")
+    parser.add_argument("--both-agg-sets", action="store_true",
+                        help="--processes: count + sum too, not only count + sum + max")  # fmt: skip
+    parser.add_argument("--timeline", metavar="RANGE/SLIDE", help="one process each, where its time goes (e.g. 900/60)")
     args = parser.parse_args()
+    datasets = list(DATASETS) if args.data == "both" else [args.data]
+    if args.timeline:
+        range_, slide = (int(x) for x in args.timeline.split("/"))
+        for data in datasets:
+            timeline(args.rows, data, range_, slide)
+        return
     if args.processes:
-        processes(args.rows, args.repeat, args.archive_control)
+        agg_sets = AGG_SETS if args.both_agg_sets else {"count+sum+max": AGG_SETS["count+sum+max"]}
+        processes(args.rows, args.repeat, args.archive_control, datasets, agg_sets)
         return
     records, agreement = spark_vs_sql(args.rows, args.repeat, lambda m: None, args.master, sink=args.sink)
     print(f"{args.rows:,} CDRs, {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "

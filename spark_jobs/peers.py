@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 
@@ -59,6 +60,29 @@ def cdr_file(rows: int) -> Path:
             frame[column] = pd.to_datetime(frame[column]).astype("datetime64[us]").dt.tz_localize("UTC")
         frame["bytes"] = pd.to_numeric(frame["bytes"]).astype("Int64")
         frame.to_parquet(path, index=False)
+    return path
+
+
+def integer_cdr_file(rows: int) -> Path:
+    """CDRs keyed by integer cell ids, cached as Parquet in the temp folder: 7 days, 200 cells (Zipf-like), 1% data
+    sessions of 0.5-4 h and calls of about a minute; ``bytes`` a long, ``duration`` a double (seconds)."""
+    path = Path(tempfile.gettempdir()) / f"spanning-bench-intcdr-{rows}.parquet"
+    if not path.exists():
+        rng = np.random.default_rng(22)
+        begin = pd.Timestamp("2024-03-04").value // 10**9 + rng.integers(0, 7 * 86_400, rows)
+        length = rng.lognormal(np.log(60), 0.5, rows)
+        sessions = rng.random(rows) < 0.01
+        length[sessions] = rng.uniform(1_800, 4 * 3_600, sessions.sum())
+        length = np.rint(length).astype(np.int64) + 1
+        weights = 1.0 / np.arange(1, 201) ** 1.1
+        frame = pd.DataFrame({
+            "cell": rng.choice(200, size=rows, p=weights / weights.sum()).astype(np.int64),
+            "start": pd.to_datetime(begin, unit="s", utc=True).astype("datetime64[us, UTC]"),
+            "end": pd.to_datetime(begin + length, unit="s", utc=True).astype("datetime64[us, UTC]"),
+            "bytes": (length * rng.uniform(1_500, 2_500, rows)).astype(np.int64),
+            "duration": length.astype(np.float64),
+        })  # fmt: skip
+        frame.sort_values("end", kind="stable").to_parquet(path, index=False)  # written as calls end
     return path
 
 
