@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
-from spanning.app.files import Inputs, input_files
+from spanning.app.files import Inputs, input_files, unknown_column
 from spanning.app.jobspec import (
     CORRUPT_RECORD,
     REASONS,
@@ -135,12 +135,24 @@ def _expression(frame: DataFrame, text: str, what: str) -> tuple[Column, T.DataT
     try:
         field = frame.select(column).schema.fields[0]
     except AnalysisException as err:
+        missing = _unresolved_column(err)
+        if missing is not None:  # Spark's UNRESOLVED_COLUMN, in the form of every column mistake
+            raise unknown_column(missing, what, list(frame.columns), text) from err
         first_line = str(err).strip().splitlines()[0]
         raise UsageError(f"cannot use --{what} {text!r}: {first_line}") from err
     except Exception as err:  # parse errors are not AnalysisExceptions in every Spark version
         first_line = str(err).strip().splitlines()[0]
         raise UsageError(f"cannot parse --{what} {text!r}: {first_line}") from err
     return column, field.dataType, field.name
+
+
+def _unresolved_column(err: AnalysisException) -> str | None:
+    """The column that Spark could not resolve, when that is the error (its name without back-quotes)."""
+    condition = getattr(err, "getCondition", None) or getattr(err, "getErrorClass", None)
+    if condition is None or not str(condition() or "").startswith("UNRESOLVED_COLUMN"):
+        return None
+    name = (err.getMessageParameters() or {}).get("objectName")
+    return None if not name else name.replace("`", "")
 
 
 def _matches(column: Column, name: str) -> Column:
@@ -297,7 +309,7 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCoun
         raise UsageError("two --key expressions have the same name: rename one with 'expr AS name'")
     missing = [name for name in query.value_columns if name not in frame.columns]
     if missing:
-        raise UsageError(f"unknown column {missing[0]!r} in --agg: the columns are {', '.join(original)}")
+        raise unknown_column(missing[0], "agg", original)
 
     # counts over the text columns whose kind depends on their values (CSV columns have theirs already)
     text = {}

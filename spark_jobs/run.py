@@ -6,6 +6,7 @@ import functools
 import re
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import NamedTuple
 
 from pyspark import StorageLevel
@@ -14,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.aggregates import SumOverflowError
-from spanning.app.files import Inputs, input_files
+from spanning.app.files import Inputs, check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.app.local_run import write_arrow_part
 from spanning.app.outputs import finish_output, output_folder
@@ -152,12 +153,15 @@ def write(frame: DataFrame, path: str, fmt: str) -> None:
         writer.options(header=True, escape='"', timestampFormat="yyyy-MM-dd'T'HH:mm:ssXXX").csv(path)
     else:
         writer.parquet(path)
+    for marker in [Path(path, "_SUCCESS"), *Path(path).glob(".*.crc")]:  # Hadoop's commit marker and local
+        marker.unlink(missing_ok=True)  # checksums: noise to a reader of the folder, which summary.json vouches for
 
 
 def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     """Run the job and write its outputs; returns the summary."""
     began = time.perf_counter()
     inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)  # mistakes before Spark starts
+    check_plain_columns(cfg, inputs)
     size = local_input_bytes(inputs)
     short = size is not None and size < QUICK_JIT_INPUT
     spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, short_job=short)

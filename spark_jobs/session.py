@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 
@@ -84,22 +85,26 @@ def get_session(
             options.append("-XX:TieredStopAtLevel=1")
     if options:  # for this launch only: a later session of this process chooses its own
         os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args(options)
-    builder = SparkSession.builder.appName(APP_NAME)
+    from pyspark import SparkConf
+
+    conf = SparkConf(loadDefaults=False).setAppName(APP_NAME)  # as the builder makes it: only what is set here
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: run locally
         master = "local[*]"
     if master:
-        builder = builder.master(master)
-    builder = (
-        builder.config("spark.sql.session.timeZone", timezone)
-        .config("spark.sql.ansi.enabled", "false")  # unparseable values become nulls -> rejected/, not a crash
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")  # as pyarrow writes them
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "50000")  # fewer, larger batches per partition
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.ui.enabled", "false")
-    )
+        conf.setMaster(master)
+    conf.setAll([
+        ("spark.sql.session.timeZone", timezone),
+        ("spark.sql.ansi.enabled", "false"),  # unparseable values become nulls -> rejected/, not a crash
+        ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"),  # as pyarrow writes them
+        ("spark.sql.execution.arrow.pyspark.enabled", "true"),
+        ("spark.sql.execution.arrow.maxRecordsPerBatch", "50000"),  # fewer, larger batches per partition
+        ("spark.ui.showConsoleProgress", "false"),
+        ("spark.ui.enabled", "false"),
+    ])  # fmt: skip
     try:
-        spark = builder.getOrCreate()
+        if "PYSPARK_GATEWAY_PORT" not in os.environ:
+            launch_driver_jvm(conf)
+        spark = SparkSession.builder.config(conf=conf).getOrCreate()
     finally:
         if options:
             del os.environ["PYSPARK_SUBMIT_ARGS"]
@@ -112,6 +117,41 @@ def get_session(
         spark.conf.set("spark.sql.shuffle.partitions", str(2 * spark.sparkContext.defaultParallelism))
     ship_engine(spark)
     return spark
+
+
+#: The line the JVM prints at start for the incubator module that Spark 4 adds to every JVM it launches
+INCUBATOR_WARNING = b"WARNING: Using incubator modules:"
+
+
+def launch_driver_jvm(conf) -> None:
+    """Start the driver's JVM (``spark-submit``, as PySpark does) with its standard error read through
+    ``forward_jvm_stderr``, unless this process already has one.
+
+    Spark 4 starts its JVMs with ``--add-modules=jdk.incubator.vector``, and Java then prints
+    ``INCUBATOR_WARNING`` on every start, which tells a user nothing about their job; every other line the JVM
+    writes (Spark's log, a JVM that cannot start) reaches this process's standard error as before. The pipe is
+    read from before the JVM starts, so that a failing start's text is not held back.
+    """
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    read_end, write_end = os.pipe()
+    threading.Thread(target=forward_jvm_stderr, args=(read_end, 2), daemon=True, name="jvm-stderr").start()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
+    finally:
+        os.close(write_end)  # the JVM holds its own copy: the reader ends when the JVM exits
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+
+
+def forward_jvm_stderr(read_fd: int, write_fd: int) -> None:
+    """Copy the JVM's standard error, line by line, to ``write_fd``, leaving out ``INCUBATOR_WARNING``."""
+    with os.fdopen(read_fd, "rb", buffering=0) as stream:
+        for line in iter(stream.readline, b""):
+            if not line.startswith(INCUBATOR_WARNING):
+                os.write(write_fd, line)
 
 
 #: What the executors import, shipped with every job, each package whole (its subpackages, such as ``spanning.kernels``

@@ -42,6 +42,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.app.stream_command import StreamOptions
 from spark_jobs.prepare import END, REASON, SEQ, START, KindCounts, Prepared, prepare, read_input, valid_column
@@ -120,8 +121,6 @@ def check_checkpoint(folder: Path, record: dict) -> None:
 def files_there(spark: SparkSession, cfg: RunConfig, fmt: str | None = None) -> tuple[DataFrame, str]:
     """The files already in the input folder, read as ``spanning run`` reads them, and their format: they fix
     the schema and the column kinds."""
-    from spanning.app.files import input_files
-
     try:
         inputs = input_files(cfg.inputs.paths, fmt or cfg.inputs.format, cfg.inputs.delimiter)
     except UsageError as err:
@@ -431,6 +430,12 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
     from spark_jobs.session import get_session
 
     stream_output(cfg, options, create=False)  # a harmful --output fails before Spark starts
+    try:
+        there = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
+    except UsageError:
+        there = None  # no file there yet, or one of another kind: files_there says which, once Spark is up
+    if there is not None:
+        check_plain_columns(cfg, there)  # a mistyped column fails before Spark starts
     spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
     partitions = spark.conf.get("spark.sql.shuffle.partitions")  # the session's, given back at the end
     if cfg.spark.partitions is None and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):

@@ -120,6 +120,8 @@ def test_empty_rejected_and_late_are_written_on_the_driver_as_spark_writes_them(
                     assert sorted(p.name for p in (out / name).iterdir()) == [f"part-00000.{fmt}"]
             else:  # an end before its start; calls that arrive after windows they overlap were released
                 assert summary["rejected"] == 1 and summary["late"] > 0
+            hadoop_files = [p.name for p in out.rglob("*") if p.name == "_SUCCESS" or p.name.endswith(".crc")]
+            assert hadoop_files == [], hadoop_files  # Spark-written folders too: no commit marker, no checksums
             for name in ("rejected", "late"):
                 reader = spark.read if fmt == "parquet" else spark.read.option("header", True).format("csv")
                 read = reader.load(str(out / name), format=fmt)

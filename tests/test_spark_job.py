@@ -233,11 +233,16 @@ def run_cli(*args: str) -> int:
 
 
 def test_user_mistakes_give_one_line_errors(spark, sample, tmp_path, capsys, monkeypatch):
+    COLUMNS = "call_id, caller, cell, type, start, end, duration, bytes"  # noqa: N806 (the sample's header)
     base = ["--range", "15m", "--slide", "5m", "--start", "start", "--end", "end", "--master", "local[2]"]
     cases = [
         ([str(tmp_path / "missing.csv"), *base, "--output", str(tmp_path / "o1")], "input not found"),
-        ([str(sample), *base, "--key", "antenna", "--output", str(tmp_path / "o2")], "cannot use --key 'antenna'"),
-        ([str(sample), *base, "--agg", "sum:volume", "--output", str(tmp_path / "o3")], "unknown column 'volume'"),
+        ([str(sample), *base, "--key", "antenna", "--output", str(tmp_path / "o2")],
+         f"unknown column 'antenna' in --key: the columns are {COLUMNS}"),  # from the header, before Spark
+        ([str(sample), *base, "--key", "upper(antenna)", "--output", str(tmp_path / "o2e")],
+         f"unknown column 'antenna' in --key 'upper(antenna)': the columns are {COLUMNS}"),  # Spark's, translated
+        ([str(sample), *base, "--agg", "sum:volume", "--output", str(tmp_path / "o3")],
+         f"unknown column 'volume' in --agg: the columns are {COLUMNS}"),
         ([str(sample), *base[:2], "--slide", "5x", *base[4:], "--output", str(tmp_path / "o4")], "bad duration '5x'"),
     ]
     for argv, message in cases:

@@ -17,6 +17,7 @@ import gzip
 import io
 import json
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,7 @@ from spanning.aggregates import INT64_MAX, INT64_MIN
 from spanning.app.jobspec import CORRUPT_RECORD, INPUT_FORMATS, UsageError
 from spanning.app.reader import column_kind, matches, plain_values, text_stats
 
-__all__ = ["Inputs", "input_files", "read_local", "typed_csv"]
+__all__ = ["Inputs", "check_plain_columns", "input_files", "read_local", "typed_csv", "unknown_column"]
 
 
 @dataclass
@@ -38,6 +39,53 @@ class Inputs:
     columns: list[str] | None  # CSV header names, stripped of spaces (None where unknown: remote files)
     delimiter: str = ","
     parquet_schema: object | None = None  # Parquet: the Arrow schema every file has (None if they differ)
+
+    @property
+    def column_names(self) -> list[str] | None:
+        """The columns every input has, where a header or footer told them (local CSV and Parquet); else None."""
+        if self.columns is not None:
+            return self.columns
+        return None if self.parquet_schema is None else list(self.parquet_schema.names)
+
+
+#: A plain column name (or a `quoted` one), as the options that also take Spark SQL expressions give it
+_PLAIN_NAME = re.compile(r"`([^`]+)`|([A-Za-z_][A-Za-z0-9_]*)")
+#: Names that Spark SQL reads as expressions without parentheses: never column mistakes
+_BARE_FUNCTIONS = frozenset({"current_date", "current_timestamp", "current_time", "current_user", "user",
+                             "session_user", "current_catalog", "current_database", "current_schema",
+                             "localtimestamp", "true", "false", "null"})  # fmt: skip
+
+
+def unknown_column(name: str, option: str, columns: list[str], expression: str | None = None) -> UsageError:
+    """The one form of every column mistake: the name, the option (and its expression), the columns that exist."""
+    where = f"--{option}" if expression in (None, name) else f"--{option} {expression!r}"
+    return UsageError(f"unknown column {name!r} in {where}: the columns are {', '.join(map(str, columns))}")
+
+
+def check_plain_columns(cfg, inputs: Inputs) -> None:
+    """Fail with ``unknown_column`` for an option that names a column the inputs lack, from their header or
+    footer alone (no engine started). ``--start``, ``--end``, ``--duration`` and ``--key`` may be Spark SQL
+    expressions: only plain names are checked here, regardless of case as Spark resolves them; the engines
+    report a missing column inside an expression in the same form. ``--agg`` takes column names as written."""
+    columns = inputs.column_names
+    if columns is None:
+        return
+    folded = {str(c).lower() for c in columns}
+    fields = cfg.events
+    named = [("start", fields.start), ("end", fields.end), ("duration", fields.duration),
+             *[("key", k) for k in fields.keys]]  # fmt: skip
+    for option, text in named:
+        if text is None or text in columns:
+            continue
+        plain = _PLAIN_NAME.fullmatch(text.strip())
+        if plain is None or (plain.group(2) and plain.group(2).lower() in _BARE_FUNCTIONS):
+            continue  # an expression: the engine resolves it
+        name = plain.group(1) or plain.group(2)
+        if name.lower() not in folded:
+            raise unknown_column(name, option, columns)
+    for name in cfg.query.value_columns:
+        if name not in columns:
+            raise unknown_column(name, "agg", columns)
 
 
 _COMPRESSION = {".gz": gzip.open, ".bz2": bz2.open}

@@ -18,7 +18,7 @@ import pyarrow.csv
 import pyarrow.parquet
 
 from spanning.aggregates import SumOverflowError
-from spanning.app.files import input_files, read_local
+from spanning.app.files import check_plain_columns, input_files, read_local, unknown_column
 from spanning.app.jobspec import (
     CHRONON_MS,
     CORRUPT_RECORD,
@@ -64,24 +64,25 @@ class Prepared:
 
 def _column(frame: pd.DataFrame, text: str, what: str) -> pd.Series:
     if text not in frame.columns:
-        raise UsageError(
-            f"--{what} {text!r} is not a column ({', '.join(map(str, frame.columns))});"
-            " --engine local takes column names, --engine spark also takes Spark SQL expressions"
-        )
+        mistake = unknown_column(text, what, list(frame.columns))
+        raise UsageError(f"{mistake}; --engine local takes column names, --engine spark also takes Spark SQL"
+                         " expressions")  # fmt: skip
     return frame[text]
 
 
 def prepare_local(cfg: RunConfig) -> Prepared:
     """Read the inputs and turn every row into an event or a reason (the reader contract)."""
     fields, query = cfg.events, cfg.query
-    frame = read_local(input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter))
+    inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
+    check_plain_columns(cfg, inputs)  # from the header or footer, before reading every row
+    frame = read_local(inputs)
     n = len(frame)
     start_col = _column(frame, fields.start, "start")
     end_col = None if fields.point_events or fields.duration is not None else _column(frame, fields.end, "end")
     keys = [_column(frame, k, "key") for k in fields.keys]
     for name in query.value_columns:
         if name not in frame.columns:
-            raise UsageError(f"unknown column {name!r} in --agg: the columns are {', '.join(map(str, frame.columns))}")
+            raise unknown_column(name, "agg", list(frame.columns))
     kind = time_kinds(time_kind_of(start_col), None if end_col is None else time_kind_of(end_col))
 
     start = time_chronons(start_col, kind, fields.time_unit, fields.timezone)

@@ -1,0 +1,94 @@
+"""What a new user meets first: column mistakes named before Spark starts, and a quiet terminal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from spanning.app.files import check_plain_columns, input_files
+from spanning.app.jobspec import EventFields, InputFiles, RunConfig, UsageError, WindowQuery
+from spanning.cli import main
+from spark_jobs.session import INCUBATOR_WARNING, forward_jvm_stderr
+
+ROOT = Path(__file__).resolve().parents[1]
+WINDOW = ["--range", "15m", "--slide", "5m", "--ttp", "1h", "--output", "out"]
+CALLS = pd.DataFrame({"cell": ["a", "b"], "start": [0, 60], "end": [30, 200], "bytes": [5, 7]})
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    CALLS.to_csv(tmp_path / "calls.csv", index=False)
+    CALLS.to_parquet(tmp_path / "calls.parquet", index=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("calls.csv", ["--start", "start", "--end", "end", "--key", "antenna"], "unknown column 'antenna' in --key"),
+        ("calls.parquet", ["--start", "begin", "--end", "end"], "unknown column 'begin' in --start"),
+        ("calls.parquet", ["--start", "start", "--duration", "`length`"], "unknown column 'length' in --duration"),
+        ("calls.csv", ["--start", "start", "--end", "end", "--agg", "sum:volume"], "unknown column 'volume' in --agg"),
+    ],
+)
+def test_a_plain_column_mistake_is_named_before_spark_starts(inputs, name, options, message):
+    """From the header or the Parquet footer, in under 2 s: no JVM (a Java that cannot be found would fail the
+    run with another error, had the check waited for Spark)."""
+    env = {**os.environ, "JAVA_HOME": str(inputs / "no-java"), "PYTHONPATH": str(ROOT)}
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "spanning.cli", "run", name, *options, *WINDOW], cwd=inputs,
+                          env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    seconds = time.perf_counter() - began
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"spanning: error: {message}: the columns are cell, start, end, bytes\n"
+    assert seconds < 2, f"{seconds:.2f} s"
+    assert not (inputs / "out").exists()
+
+
+@pytest.mark.parametrize("key", ["cell", "CELL", "`cell`", "`Cell`", "cell % 2", "current_date", "concat(cell, 'x')"])
+def test_plain_names_are_checked_as_spark_resolves_them(inputs, key):
+    """Any case (Spark resolves names regardless of it), quoted names, bare SQL functions and expressions pass
+    the check: Spark resolves them (an unknown column inside an expression is reported by Spark's side)."""
+    for name in ("calls.csv", "calls.parquet"):
+        files = input_files([str(inputs / name)])
+        check_plain_columns(_config(files, key), files)
+
+
+@pytest.mark.parametrize("key", ["antenna", "`antenna`", "cel"])
+def test_a_missing_plain_name_fails_the_check(inputs, key):
+    for name in ("calls.csv", "calls.parquet"):
+        files = input_files([str(inputs / name)])
+        with pytest.raises(UsageError, match=r"^unknown column '(antenna|cel)' in --key: the columns are cell, "):
+            check_plain_columns(_config(files, key), files)
+
+
+def _config(files, key: str) -> RunConfig:
+    return RunConfig(InputFiles(files.files), EventFields("start", "end", keys=[key]),
+                     WindowQuery(900, 300, 3600, ["count", "sum:bytes"]))  # fmt: skip
+
+
+def test_the_local_engine_names_column_mistakes_in_the_same_form(inputs, capsys):
+    argv = ["run", str(inputs / "calls.csv"), "--start", "start", "--end", "end", "--engine", "local",
+            "--range", "15m", "--slide", "5m", "--ttp", "1h", "--output", str(inputs / "o")]  # fmt: skip
+    assert main([*argv, "--key", "CELL"]) == 2  # Spark would take it, the local engine does not
+    err = capsys.readouterr().err
+    assert err.startswith("spanning: error: unknown column 'CELL' in --key: the columns are cell, start, end, bytes;")
+    assert "--engine spark also takes Spark SQL expressions" in err
+
+
+def test_the_jvm_incubator_warning_is_left_out_of_stderr_and_nothing_else():
+    read_end, write_end = os.pipe()
+    out_read, out_write = os.pipe()
+    lines = [INCUBATOR_WARNING + b" jdk.incubator.vector\n", b"Error: Could not create the Java VM\n", b"last"]
+    with os.fdopen(write_end, "wb") as jvm:
+        jvm.write(b"".join(lines))
+    forward_jvm_stderr(read_end, out_write)
+    os.close(out_write)
+    with os.fdopen(out_read, "rb") as forwarded:
+        assert forwarded.read() == b"Error: Could not create the Java VM\nlast"
