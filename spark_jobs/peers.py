@@ -95,7 +95,9 @@ def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print
     before any time is reported. Returns (records, agreement).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    progress("peers: starting Spark (its JVM: 5-30 s)")
     spark = get_session(master)
+    progress(f"peers: {rows:,} CDRs as Parquet")
     path = str(cdr_file(rows))
     spark.read.parquet(path).createOrReplaceTempView("cdr")
     longest = spark.sql("SELECT max(unix_seconds(end) - unix_seconds(start)) FROM cdr").first()[0]

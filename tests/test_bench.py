@@ -13,7 +13,11 @@ from spanning.cli import main
 def test_bench_quick(spark, tmp_path, capsys):
     """Uses the session's Spark (the peers preset compares the job with Spark SQL)."""
     assert main(["bench", "--quick", "--output", str(tmp_path)]) == 0
-    assert "every compared run gave the same windows" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "every compared run gave the same windows" in printed.out
+    progress = printed.err.splitlines()  # not a terminal: plain lines, no carriage returns
+    assert "\r" not in printed.err and len(progress) > 10 and all(line.startswith("[") for line in progress)
+    assert any("starting Spark" in line for line in progress)
     for name in ("results.csv", "results.json", "agreement.json", "summary.md", *(f"{p}.png" for p in PRESETS)):
         assert (tmp_path / name).stat().st_size > 0, name
     agreement = json.loads((tmp_path / "agreement.json").read_text())
@@ -24,6 +28,11 @@ def test_bench_quick(spark, tmp_path, capsys):
     peers = set(results.loc[results["preset"] == "peers", "technique"])
     assert {"engine batch path", "DuckDB explode+group-by", "Spark job", "Spark SQL explode+group-by"} <= peers
     assert (results["events_per_s"] > 0).all()
+    # a process's peak: this one holds Python, numpy, pandas and pyarrow (well over 50 MB), and at least its growth
+    # (the Spark runs are timed only: their memory is the JVM's)
+    measured = results.dropna(subset=["peak_rss_mb_max"])
+    peak, growth = measured["peak_rss_mb_max"], measured["rss_growth_mb_max"]
+    assert len(measured) > 10 and (peak > 50).all() and (peak >= growth).all()
 
 
 def test_bench_rejects_unknown_presets(capsys):

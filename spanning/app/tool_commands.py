@@ -174,9 +174,14 @@ def _bench(args: argparse.Namespace) -> int:
     from spanning.app.bench.report import write
 
     began = time.perf_counter()
+    on_terminal = sys.stderr.isatty()
 
-    def progress(message: str) -> None:
-        print(f"\r[{time.perf_counter() - began:6.1f}s] {message[:90]:<90}", end="", file=sys.stderr, flush=True)
+    def progress(message: str) -> None:  # one line rewritten on a terminal, plain lines in a log or a pipe
+        line = f"[{time.perf_counter() - began:6.1f}s] {message}"
+        if on_terminal:
+            print(f"\r{line[:100]:<100}", end="", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
 
     setting = Setting(quick=args.quick, repeat=repeat, progress=progress)
     records, agreement = [], {}
@@ -184,7 +189,8 @@ def _bench(args: argparse.Namespace) -> int:
         rec, agreed = PRESETS[name](setting)
         records += rec
         agreement[name] = agreed
-    print(file=sys.stderr)
+    if on_terminal:
+        print(file=sys.stderr)
     meta = {"mode": "quick" if args.quick else "full", "repeat": repeat, "presets": names,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
             "seconds": round(time.perf_counter() - began, 1)}  # fmt: skip

@@ -18,13 +18,15 @@ class Run:
 
     seconds: float
     cpu_seconds: float
-    peak_rss_mb: float
+    peak_rss_mb: float  # the process's resident memory at its highest during the run
+    rss_growth_mb: float  # that peak above the resident memory when the run began (what the run itself added)
     result: Any = None
     latencies_us: list[float] = field(default_factory=list)
 
 
 def measure(action: Callable[[], Any]) -> Run:
-    """Run ``action()`` once; sample the process RSS every 5 ms for the peak above the starting level."""
+    """Run ``action()`` once; sample the process's resident memory (RSS) every 5 ms for its peak, and the peak's
+    growth over the level the run began at."""
     process = psutil.Process()
     base = process.memory_info().rss
     peak = [base]
@@ -43,7 +45,7 @@ def measure(action: Callable[[], Any]) -> Run:
     sampler.join()
     peak[0] = max(peak[0], process.memory_info().rss)
     latencies = result.pop("latencies_us", []) if isinstance(result, dict) else []
-    return Run(wall, cpu, (peak[0] - base) / 2**20, result, latencies)
+    return Run(wall, cpu, peak[0] / 2**20, (peak[0] - base) / 2**20, result, latencies)
 
 
 def repeated(action: Callable[[], Any], repeat: int) -> tuple[list[Run], dict]:
@@ -61,6 +63,7 @@ def repeated(action: Callable[[], Any], repeat: int) -> tuple[list[Run], dict]:
         "seconds_max": max(walls),
         "cpu_seconds_median": statistics.median(r.cpu_seconds for r in runs),
         "peak_rss_mb_max": max(r.peak_rss_mb for r in runs),
+        "rss_growth_mb_max": max(r.rss_growth_mb for r in runs),
         "latency_p50_us": pct(50),
         "latency_p99_us": pct(99),
         "latency_max_us": latencies[-1] if latencies else float("nan"),

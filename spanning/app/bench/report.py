@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 COLUMNS = ["technique", "variant", "height", "events_per_s", "seconds_median", "seconds_min", "seconds_max",
-           "cpu_seconds_median", "peak_rss_mb_max", "latency_p50_us", "latency_p99_us", "latency_max_us"]  # fmt: skip
+           "cpu_seconds_median", "peak_rss_mb_max", "rss_growth_mb_max", "latency_p50_us", "latency_p99_us",
+           "latency_max_us"]  # fmt: skip
 CASE = {"event-size": ["range", "slide", "mu"], "range": ["fraction", "range", "slide"],
         "cdr": ["rows", "range", "slide"], "best-map": ["mu", "range", "slide"], "swag": ["op", "window"],
         "peers": ["slide", "rows"]}  # fmt: skip
@@ -73,6 +74,7 @@ def plot(preset: str, group: pd.DataFrame, path: Path) -> None:
             ax.plot(g[x], g["events_per_s"], marker="o", linestyle=style, color=colors[name],
                     label=f"{name}, {split} {part}")  # fmt: skip
         ax.set_xscale("log")
+        _label_measured(ax.xaxis, sorted(group[x].dropna().unique()))
         ax.set_xlabel(x)
     else:
         names = group["label"] + group.get("slide", pd.Series("", index=group.index)).map(
@@ -87,3 +89,15 @@ def plot(preset: str, group: pd.DataFrame, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _label_measured(axis, values: list) -> None:
+    """On a log axis, labels at the measured values only: the minor ticks' labels overlap within a decade."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    if len(values) > 12:  # too many to label: one in every few, the last one kept
+        step = -(-len(values) // 12)
+        values = values[::-1][::step][::-1]
+    axis.set_major_locator(FixedLocator(values))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
