@@ -15,14 +15,26 @@ if [ -n "$java_major" ] && [ "$java_major" -lt 17 ]; then
     exit 3
 fi
 
+began=$SECONDS
+say() { echo "[setup $((SECONDS - began))s] $*"; }
+
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
+    say "creating .venv with $("$python" --version 2>&1)"
     "$python" -m venv .venv
 fi
 stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 if [ ! -f "$stamp" ]; then
+    say "installing spanning and its dependencies into .venv: pyspark alone is about 450 MB, so about a minute"
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e ".[test,spark,bench]"
+    # one line per package as pip resolves and installs them (pip's own bars show on a terminal only)
+    .venv/bin/python -m pip install --progress-bar off -e ".[test,spark,bench]" | while IFS= read -r line; do
+        case "$line" in
+            Collecting*) say "  ${line%% (*}" ;;
+            "Installing collected packages"*) say "  installing $(echo "$line" | tr ',' '\n' | wc -l) packages" ;;
+            Successfully*) say "  installed" ;;
+        esac
+    done
     rm -f .venv/.installed-*
     touch "$stamp"
 fi

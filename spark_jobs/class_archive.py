@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 SUFFIX = ".jsa"
@@ -105,8 +106,10 @@ def build(java_version: str, rebuild: bool = False, quiet: bool = False) -> Path
     partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
     env = {**os.environ, "SPANNING_CLASS_ARCHIVE": "off"}  # the child maps no archive while it writes one
     try:
+        # the child's progress lines reach the terminal; with ``quiet`` its errors are kept for one line here
         child = subprocess.run([sys.executable, "-m", "spark_jobs.class_archive", "--write", str(partial)], env=env,
-                               capture_output=quiet, timeout=BUILD_TIMEOUT_S, check=False)  # fmt: skip
+                               stderr=subprocess.PIPE if quiet else None, timeout=BUILD_TIMEOUT_S,
+                               check=False)  # fmt: skip
         if child.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
             detail = child.stderr.decode(errors="replace").strip().splitlines()[-1:] if quiet else []
             raise RuntimeError(f"the class archive was not written (exit {child.returncode}) {' '.join(detail)}")
@@ -118,8 +121,11 @@ def build(java_version: str, rebuild: bool = False, quiet: bool = False) -> Path
     return path
 
 
-def _warm_up_jobs(folder: Path) -> None:
+def _warm_up_jobs(folder: Path, progress: Callable[[str], None]) -> None:
     """Small jobs that load the classes of every plan, CSV and Parquet in and out, rejected and late rows."""
+    import contextlib
+    import io
+
     from spanning.app.cdr import CallMix, generate_cdr
     from spanning.cli import main
 
@@ -134,13 +140,16 @@ def _warm_up_jobs(folder: Path) -> None:
         [str(cdrs), "--range", "1h", "--slide", "1m", "--plan", "dyadic", *most],
         [str(cdrs), "--range", "15m", "--slide", "5m", "--plan", "python", "--format", "csv", *most],
     ]
-    for i, run in enumerate(runs):
-        if main(["run", *run, *query, "--output", str(folder / f"out{i}")]) != 0:
-            raise RuntimeError(f"warm-up job {i} failed")
     parquet = folder / "out0" / "windows"  # a Parquet input: the windows as events of their own
     again = ["--start", "window_start", "--end", "window_end", "--key", "cell", "--agg", "sum:count"]
-    if main(["run", str(parquet), *again, "--range", "1h", "--slide", "15m", "--output", str(folder / "again")]) != 0:
-        raise RuntimeError("warm-up job over Parquet failed")
+    runs = [[*run, *query, "--output", str(folder / f"out{i}")] for i, run in enumerate(runs)]
+    runs.append([str(parquet), *again, "--range", "1h", "--slide", "15m", "--output", str(folder / "again")])
+    for i, run in enumerate(runs):
+        with contextlib.redirect_stdout(io.StringIO()):  # the jobs' summaries: progress says enough
+            code = main(["run", *run])
+        if code != 0:
+            raise RuntimeError(f"warm-up job {i + 1} failed")
+        progress(f"warm-up job {i + 1}/{len(runs)} done")
 
 
 def _write(target: Path) -> int:
@@ -149,15 +158,22 @@ def _write(target: Path) -> int:
 
     writing = [quiet_log_option(), f"-XX:ArchiveClassesAtExit={target}", QUIET_CDS]
     os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args(writing)
+    began = time.perf_counter()
+
+    def progress(message: str) -> None:
+        print(f"  {message} ({time.perf_counter() - began:.0f} s)", flush=True)
+
     spark = get_session("local[2]")
+    progress("Spark started")
     from pyspark import SparkContext
 
     done = False
     gateway = SparkContext._gateway
     try:
         with tempfile.TemporaryDirectory(prefix="spanning-warm-up-") as folder:
-            _warm_up_jobs(Path(folder))
+            _warm_up_jobs(Path(folder), progress)
         done = True
+        progress("writing the archive as the JVM exits")
     finally:
         spark.stop()
         jvm = getattr(gateway, "proc", None)
@@ -193,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     existed = driver_options(java_version) != []
     if (not existed or args.rebuild) and archive_path(java_version) is not None:
-        print("building the Spark class archive (once: about a minute)", flush=True)
+        print(f"building the Spark class archive (once, about a minute): about 185 MiB in {archive_folder()}, which"
+              " starts every Spark job seconds sooner. SPANNING_CLASS_ARCHIVE=off skips it;"
+              " python -m spark_jobs.class_archive --remove removes it", flush=True)  # fmt: skip
     try:
         path = build(java_version, rebuild=args.rebuild, quiet=args.quiet)
     except (OSError, RuntimeError, subprocess.SubprocessError) as err:
