@@ -28,11 +28,13 @@ if [ ! -f "$stamp" ]; then
     say "installing spanning and its dependencies into .venv: pyspark alone is about 450 MB, so about a minute"
     .venv/bin/python -m pip install --quiet --upgrade pip
     # one line per package as pip resolves and installs them (pip's own bars show on a terminal only)
-    .venv/bin/python -m pip install --progress-bar off -e ".[test,spark,bench]" | while IFS= read -r line; do
+    # (PYTHONWARNINGS: setuptools' banner about editable installs is no news to a developer's checkout)
+    PYTHONWARNINGS=ignore .venv/bin/python -m pip install --progress-bar off -e ".[test,spark,bench]" |
+    while IFS= read -r line; do
         case "$line" in
             Collecting*) say "  ${line%% (*}" ;;
             "Installing collected packages"*) say "  installing $(echo "$line" | tr ',' '\n' | wc -l) packages" ;;
-            Successfully*) say "  installed" ;;
+            "Successfully installed"*) say "  installed" ;;
         esac
     done
     rm -f .venv/.installed-*
@@ -42,3 +44,4 @@ fi
 # About a minute the first time, 0.2 s when in place; a failure costs speed only, so it does not stop the setup.
 .venv/bin/python -m spark_jobs.class_archive --quiet \
     || echo "warning: no Spark class archive: jobs start as usual (python -m spark_jobs.class_archive to retry)" >&2
+say "ready"

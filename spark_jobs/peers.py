@@ -110,6 +110,7 @@ def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print
             query = WindowQuery(range_, slide, ttp, aggregates=aggs)
             cfg = RunConfig(InputFiles([path]), EventFields("start", "end", keys=["cell"]), query,
                             spark=SparkOptions(plan="auto"))  # fmt: skip
+            progress(f"peers ω={range_ // 60}m β={slide // 60}m {agg_name}: both queries' windows compared")
             computed = compute(spark, cfg)
             job, choices = computed.windows, computed.choices
             sql = spark.sql(sql_query(raw, cfg, "s", "e"))

@@ -147,7 +147,8 @@ def _tune(args: argparse.Namespace) -> int:
 def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure the techniques side by side (Suzanne et al., §6), SWAGs and peers")
     p.add_argument("presets", nargs="*", metavar="PRESET", help=f"any of {', '.join(PRESET_NAMES)} (default: all)")
-    p.add_argument("--quick", action="store_true", help="small runs: all presets in under two minutes")
+    p.add_argument("--quick", action="store_true",
+                   help="small runs: every preset in under a minute (14-36 s measured on 2 cores)")  # fmt: skip
     p.add_argument("--repeat", type=int, help="runs per measurement (default 3, 1 with --quick)")
     p.add_argument("--output", default="bench-results", help="folder for CSV/JSON/Markdown/PNG (default bench-results)")
     p.add_argument("--verbose", action="store_true")

@@ -2,7 +2,7 @@
 
 A record is a flat dict (preset, case parameters, technique, events/s, seconds median/min/max, CPU
 seconds, peak RSS MB, release latency p50/p99/max µs). ``quick`` shrinks every preset so that all of
-them finish in well under two minutes on two cores.
+them finish in under a minute on two cores (14-36 s measured, Spark start included).
 """
 
 from __future__ import annotations
