@@ -33,7 +33,7 @@ if [ ! -f "$stamp" ]; then
     while IFS= read -r line; do
         case "$line" in
             Collecting*) say "  ${line%% (*}" ;;
-            "Installing collected packages"*) say "  installing $(echo "$line" | tr ',' '\n' | wc -l) packages" ;;
+            "Installing collected packages"*) say "  installing $(echo "$line" | tr ',' '\n' | wc -l) packages (unpacking pyspark is most of it)" ;;
             "Successfully installed"*) say "  installed" ;;
         esac
     done
