@@ -50,6 +50,18 @@ def _commands(path: Path, out: Path, range_: int, slide: int, aggs: list[str]) -
     return run, sql
 
 
+def _timed_command(command: list[str], env: dict) -> None:
+    """Run ``command`` as a shell's ``time`` sees it: until its own process exits. Its output goes to files, not
+    pipes: a pipe would also wait for the JVM that PySpark started, which exits on its own once its Python
+    driver is gone (after the command's results are complete), for both commands alike."""
+    with tempfile.TemporaryFile() as err:
+        done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=err, check=False)
+        if done.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"{' '.join(command[:4])} ... failed ({done.returncode}):\n"
+                             f"{err.read().decode(errors='replace')[-3000:]}")  # fmt: skip
+
+
 def _same_windows(out: Path, aggs: list[str]) -> int:
     """The windows of ``spanning run`` and of the script, compared row for row; their number."""
     columns = ["cell", "window_start", *[a.replace(":", "_") for a in aggs]]
@@ -93,7 +105,7 @@ def processes(rows: int, repeat: int, archive_control: bool, datasets: list[str]
                 for round_ in range(repeat):
                     for label, command, command_env in commands:
                         began = time.perf_counter()
-                        subprocess.run(command, env=command_env, check=True, capture_output=True)
+                        _timed_command(command, command_env)
                         times[label].append(time.perf_counter() - began)
                     if round_ == 0:
                         _same_windows(out, aggs)
@@ -127,7 +139,7 @@ def timeline(rows: int, data: str, range_: int, slide: int) -> None:
     for label, command in (("spanning run", run), ("SQL script", sql)):
         before = set(events.iterdir())
         began = time.time()
-        subprocess.run(command, env=env, check=True, capture_output=True)
+        _timed_command(command, env)
         ended = time.time() - began
         (log,) = set(events.iterdir()) - before
         print(f"\n{label} ({data} keys, {range_ // 60}m/{slide // 60}m, {rows:,} rows): {ended:.2f} s in all")
