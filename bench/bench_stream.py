@@ -72,7 +72,7 @@ def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = No
         output=OutputOptions(str(work / "out")),
         spark=SparkOptions("local[2]", partitions),
     )
-    options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets)
+    options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True)
     began = time.perf_counter()
     summary = run_stream(cfg, options, progress=lambda line: print("  " + line, flush=True))
     wall = time.perf_counter() - began

@@ -380,6 +380,9 @@ class BatchWriter:
         with self.lock:
             records = self.batches()
             total = {name: sum(r[name] for r in records) for name in ("rows_read", "rejected", "late", "windows")}
+            # the names of spanning run's summary.json (a batch's record keeps its own short names)
+            total = {"rows_read": total["rows_read"], "accepted": total["rows_read"] - total["rejected"],
+                     "rejected": total["rejected"], "late": total["late"], "windows_written": total["windows"]}
             state: dict = {}  # each bucket as its last batch left it
             for record in records:
                 state.update(record.get("buckets", {}))
@@ -424,12 +427,21 @@ class IdleFlush:
         self.last = clock
 
 
+def series_start_line(series_start: str) -> str:
+    """What the stream says of its series start, which differs from ``spanning run``'s default (earliest)."""
+    if series_start == "first":
+        return ("series start: first (each key's windows start at its first arriving event); `spanning run"
+                " --series-start first` gives the same windows on the same files, run's default is earliest")
+    return f"series start: {series_start} (every key's windows start there, as with spanning run --series-start)"
+
+
 def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, progress: Any = print) -> dict:
     """Run ``spanning stream`` until its trigger ends it (available-now) or Ctrl-C; returns the summary."""
     from spanning.app.stream_command import stream_output
     from spark_jobs.session import get_session
 
     stream_output(cfg, options, create=False)  # a harmful --output fails before Spark starts
+    progress(series_start_line(str(cfg.query.series_start)))
     try:
         there = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
     except UsageError:

@@ -117,7 +117,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
         half.drop(columns="_e").to_csv(arriving / f"part-{i}.csv", index=False)
         os.utime(arriving / f"part-{i}.csv", (1e9 + i, 1e9 + i))
     stream = ["stream", str(arriving), *query[1:], "--master", MASTER, "--partitions", "4", "--max-files-per-trigger",
-              "1", "--output", str(tmp_path / "stream"), "--checkpoint", str(tmp_path / "chk")]
+              "1", "--output", str(tmp_path / "stream"), "--checkpoint", str(tmp_path / "chk"), "--drain"]
     argvs.append(stream)
     broken = ["run", *windows, "--agg", "count", *on_cluster, "--output", str(tmp_path / "broken")]
     # no PYTHONPATH: local-cluster hands the driver's to the executors' Python, which must not find the checkout

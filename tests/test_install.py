@@ -157,11 +157,13 @@ def test_pip_install_with_the_spark_extra_gives_a_working_command(tmp_path):
     arriving.mkdir()
     (arriving / "calls.csv").write_text(CALLS)
     done = command(spanning, "stream", arriving, *RUN[:-2], "--output", "stream", "--checkpoint", "chk",
-                   "--master", "local[2]")  # fmt: skip
+                   "--master", "local[2]", "--drain")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Using incubator modules" not in done.stderr  # the JVM's start-up warning, left out (issue 25)
     streamed = json.loads((elsewhere / "stream" / "summary.json").read_text())
-    assert streamed["rows_read"] == 20 and streamed["rejected"] == 2 and streamed["windows"] > 0
+    assert streamed["rows_read"] == 20 and streamed["rejected"] == 2 and streamed["windows_written"] > 0
+    counts = {"rows_read", "accepted", "rejected", "late", "windows_written", "output"}
+    assert streamed["accepted"] == 18 and counts <= set(summary) & set(streamed)  # run's and stream's: one vocabulary
     bench = command(spanning, "bench", "--quick")
     assert bench.returncode == 2 and bench.stderr.startswith("spanning: error: spanning bench needs the bench extra")
     print(f"install {installed:.1f} s, all {time.perf_counter() - began:.1f} s")

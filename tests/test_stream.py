@@ -28,11 +28,12 @@ QUERY = ["--range", "15m", "--slide", "5m", "--ttp", "10m", "--start", "start", 
 AGGS = {"count": "count", "sum_bytes": "sum:bytes", "max_duration": "max:duration"}
 
 
-def drop_files(folder: Path, frames: list[pd.DataFrame]) -> None:
-    """One CSV file per frame, landing in name order (the file source takes them by modification time)."""
+def drop_files(folder: Path, frames: list[pd.DataFrame], first: int = 0) -> None:
+    """One CSV file per frame, landing in name order (the file source takes them by modification time); the
+    files of a later drop are numbered from ``first``, and land after the earlier ones."""
     folder.mkdir(parents=True, exist_ok=True)
     now = time.time() - 1000
-    for i, frame in enumerate(frames):
+    for i, frame in enumerate(frames, start=first):
         temp = folder.parent / f".part-{i:03d}.csv"
         frame.to_csv(temp, index=False)
         target = folder / f"cdr-{i:03d}.csv"
@@ -98,7 +99,7 @@ def in_order(spark, tmp_path_factory):
     base = tmp_path_factory.mktemp("stream-in-order")
     drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 10))
     assert stream_cli(str(base / "in"), "--output", str(base / "out"), "--checkpoint", str(base / "chk"), *QUERY,
-                      "--max-files-per-trigger", "1", "--master", "local[2]") == 0  # fmt: skip
+                      "--max-files-per-trigger", "1", "--master", "local[2]", "--drain") == 0  # fmt: skip
     run_batch_job(base / "in", base / "batch")
     return base
 
@@ -176,7 +177,7 @@ def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path):
     frames = [frames[i] for i in (0, 2, 1, 4, 3, 5)]  # later files hold older calls
     drop_files(tmp_path / "in", frames)
     assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
-                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]") == 0  # fmt: skip
+                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain") == 0  # fmt: skip
     events = oracle_events(frames)
     expected, expected_late = oracle(events, 900, 300, 600, 0, {"count": "count", "sum_bytes": "sum:bytes",
                                                                  "max_duration": "max:duration"})  # fmt: skip
@@ -191,6 +192,43 @@ def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path):
     summary = summary_of(tmp_path / "out")
     assert summary["rows_dropped_by_spark"] == 0 and summary["late"] == len(missed)
     assert summary["rows_read"] == len(calls) and summary["rejected"] == 0
+
+
+def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle(spark, tmp_path, capsys):
+    """A periodic run (cron) over files that keep arriving: the first round keeps its open windows in the
+    checkpoint, so calls of the second round still count in them; the second round drains. Both rounds together
+    give the oracle's windows and late rows over all files, as one uninterrupted drained run does."""
+    calls = clean_calls(600, seed=11)
+    ends = pd.to_datetime(calls["end"])
+    edges = pd.date_range("2024-03-04", periods=7, freq="2h")
+    frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    frames = [frames[i] for i in (0, 2, 1, 4, 3, 5)]  # some calls late, as files come out of order
+    common = [*QUERY, "--max-files-per-trigger", "1", "--master", "local[2]"]
+    drop_files(tmp_path / "in", frames[:3])
+    rounds = ["--output", str(tmp_path / "rounds"), "--checkpoint", str(tmp_path / "chk")]
+    assert stream_cli(str(tmp_path / "in"), *rounds, *common) == 0  # round 1: no --drain
+    assert "series start: first" in capsys.readouterr().out
+    first = summary_of(tmp_path / "rounds")
+    assert first["held_windows"] > 0, "round 1 keeps the windows its keys' clocks have not passed"
+    assert first["windows_written"] > 0 and first["accepted"] == first["rows_read"] == sum(map(len, frames[:3]))
+    drop_files(tmp_path / "in", frames[3:], first=3)  # the next files land after round 1
+    assert stream_cli(str(tmp_path / "in"), *rounds, *common, "--drain") == 0  # round 2: the input is complete
+    assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "once"), "--checkpoint",
+                      str(tmp_path / "chk-once"), *common, "--drain") == 0  # fmt: skip
+
+    events = oracle_events(frames)
+    expected, expected_late = oracle(events, 900, 300, 600, 0, AGGS)
+    expected = {k: [w for w in ws if w[2]["count"]] for k, ws in expected.items()}
+    missed = {events[seq][3]["call_id"]: n for seq, n in expected_late.items()}
+    for output in ("rounds", "once"):
+        got = windows_of(tmp_path / output)
+        got = got.assign(window_start=seconds(got["window_start"]), window_end=seconds(got["window_end"]))
+        assert_same_windows(frame_windows(got, AGGS, key="cell"), expected)
+        late = late_of(tmp_path / output)
+        assert dict(zip(late["call_id"].astype(str), late["windows_missed"], strict=True)) == missed
+        summary = summary_of(tmp_path / output)
+        assert summary["rows_read"] == summary["accepted"] == len(calls) and summary["held_windows"] == 0
+    assert len(missed) > 0 and summary_of(tmp_path / "rounds")["late"] == len(missed)
 
 
 def test_restart_with_other_windows_is_refused(in_order, capsys):
@@ -266,7 +304,7 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
     middle = int(pd.to_datetime(third["end"], errors="coerce").min().value // 10**9)  # a bucket of the third file
     monkeypatch.setattr(stream, "FAIL_ONCE", (str(flag), middle))
     args = [str(four_files / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
-            "--max-files-per-trigger", "1", "--master", "local[2]"]  # fmt: skip
+            "--max-files-per-trigger", "1", "--master", "local[2]", "--drain"]  # fmt: skip
     assert stream_cli(*args) == 1, "the injected failure stops the stream"
     assert not flag.exists()
     kinds = tmp_path / "chk" / "spanning" / "column-kinds.json"
@@ -278,7 +316,8 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
 
 def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(four_files, tmp_path):
     args = [sys.executable, "-m", "spanning.cli", "stream", str(four_files / "in"), "--output", str(tmp_path / "out"),
-            "--checkpoint", str(tmp_path / "chk"), *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]"]
+            "--checkpoint", str(tmp_path / "chk"), *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]",
+            "--drain"]  # fmt: skip
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     child = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
@@ -295,7 +334,7 @@ def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(fo
     assert_equals_batch_job(tmp_path / "out", four_files / "batch")
 
 
-def test_idle_flush_releases_a_quiet_key_and_no_final_flush_keeps_windows_open(spark, tmp_path):
+def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_open(spark, tmp_path):
     def calls(rows):
         return pd.DataFrame(rows, columns=["call_id", "cell", "start", "end", "duration", "bytes"]).astype(str)
 
@@ -304,10 +343,10 @@ def test_idle_flush_releases_a_quiet_key_and_no_final_flush_keeps_windows_open(s
     later = calls([(3, "busy", "2024-03-04 03:00:00", "2024-03-04 03:01:00", 60, 30)])
     drop_files(tmp_path / "in", [first, later])
     args = [str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
-            "--max-files-per-trigger", "1", "--master", "local[2]", "--no-final-flush", "--idle-flush", "1h"]
+            "--max-files-per-trigger", "1", "--master", "local[2]", "--idle-flush", "1h"]
     assert stream_cli(*args) == 0
     after_first = windows_of(tmp_path / "out")
-    assert "quiet" not in set(after_first["cell"]), "nothing passes the quiet key's clock, and no final flush"
+    assert "quiet" not in set(after_first["cell"]), "nothing passes the quiet key's clock, and no --drain"
     assert set(after_first["cell"]) == {"busy"}, "the busy key's clock released its early windows"
     assert stream_cli(*args) == 0  # no new file: the control files of the watermark (03:01) reach every bucket
     windows = windows_of(tmp_path / "out")

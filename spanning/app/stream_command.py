@@ -45,7 +45,7 @@ class StreamOptions:
     idle_flush: int | None = None  # chronons: release windows the stream's watermark passed by this much
     max_disorder: int = 0  # chronons: the stream's watermark is the largest end seen minus this
     buckets: int = 16  # hash buckets of keys, one Spark state group each (fixed for a checkpoint)
-    final_flush: bool = True  # available-now: release every key's windows at the end, as spanning run does
+    final_flush: bool = False  # --drain: available-now releases every key's windows at its end, as spanning run does
 
     def __post_init__(self) -> None:
         if not TRIGGER.match(self.trigger):
@@ -110,18 +110,19 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     for action in p._actions:  # where a stream differs from spanning run (argparse has no public way to say it)
         action.help = STREAM_HELP.get(action.dest, action.help)
     p.add_argument("--trigger", default="available-now",
-                   help="available-now (default: process what is there, flush every key, stop) or an interval"
-                   " such as 30s or 1m (run until Ctrl-C)")  # fmt: skip
+                   help="available-now (default: process the files there, keep the open windows in the checkpoint"
+                   " for the next run, stop) or an interval such as 30s or 1m (run until Ctrl-C)")  # fmt: skip
     p.add_argument("--max-files-per-trigger", type=int, metavar="N", help="files per micro-batch (default: all new)")
     p.add_argument("--idle-flush", metavar="DURATION",
                    help="release a quiet key's windows once the stream's watermark passed their end by this much"
-                   " (default: never; available-now flushes at its end)")  # fmt: skip
+                   " (default: never)")  # fmt: skip
     p.add_argument("--max-disorder", default="0", metavar="DURATION",
                    help="the stream's watermark lags its largest end by this much (default 0)")  # fmt: skip
     p.add_argument("--buckets", type=int, default=16,
                    help="hash buckets of keys, one state group each; fixed for a checkpoint (default 16)")  # fmt: skip
-    p.add_argument("--no-final-flush", action="store_true",
-                   help="available-now: keep open windows for the next run (default: release them)")
+    p.add_argument("--drain", action="store_true",
+                   help="available-now: release every key's open windows at the end, as spanning run does at the end"
+                   " of its input (the input is complete: a later event of those windows would be late)")  # fmt: skip
     p.set_defaults(handler=_stream, series_start="first")
 
 
@@ -134,7 +135,7 @@ def options_from_args(args: argparse.Namespace) -> StreamOptions:
         idle_flush=None if args.idle_flush is None else parse_duration(args.idle_flush, unit),
         max_disorder=parse_duration(args.max_disorder, unit),
         buckets=args.buckets,
-        final_flush=not args.no_final_flush,
+        final_flush=args.drain,
     )
 
 
@@ -167,8 +168,9 @@ def _stream(args: argparse.Namespace) -> int:
     options = options_from_args(args)
     summary = spark_engine().stream(cfg, options, args.verbose)
     print(
-        f"{summary['batches']} batches: {summary['rows_read']} rows read, {summary['rejected']} rejected,"
-        f" {summary['late']} late, {summary['windows']} windows written to {summary['output']}"
+        f"{summary['batches']} batches: {summary['rows_read']} rows read, {summary['accepted']} accepted,"
+        f" {summary['rejected']} rejected, {summary['late']} late, {summary['windows_written']} windows written"
+        f" to {summary['output']}; {summary['held_windows']} windows held open in the checkpoint"
         + (" (stopped; restart with the same --checkpoint to go on)" if summary.get("stopped") else "")
     )
     return 0
