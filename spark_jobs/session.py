@@ -121,6 +121,11 @@ def get_session(
 
 #: The line the JVM prints at start for the incubator module that Spark 4 adds to every JVM it launches
 INCUBATOR_WARNING = b"WARNING: Using incubator modules:"
+#: Lines that are noise to a user: that warning, and the chatter (with whole schemas) of the Python process that
+#: Spark runs on the driver to set up ``transformWithStateInPandas`` (``spanning stream``), each line printed
+#: with a blank one after it
+JVM_STDERR_NOISE = (INCUBATOR_WARNING, b"Starting Streaming TransformWithStateInPandas Python worker",
+                    b"Streaming TransformWithStateInPandas Python worker ")  # fmt: skip
 
 
 def launch_driver_jvm(conf) -> None:
@@ -128,8 +133,9 @@ def launch_driver_jvm(conf) -> None:
     ``forward_jvm_stderr``, unless this process already has one.
 
     Spark 4 starts its JVMs with ``--add-modules=jdk.incubator.vector``, and Java then prints
-    ``INCUBATOR_WARNING`` on every start, which tells a user nothing about their job; every other line the JVM
-    writes (Spark's log, a JVM that cannot start) reaches this process's standard error as before. The pipe is
+    ``INCUBATOR_WARNING`` on every start, which tells a user nothing about their job (nor do the other lines of
+    ``JVM_STDERR_NOISE``); every other line the JVM writes (Spark's log, a JVM that cannot start) reaches this
+    process's standard error as before. The pipe is
     read from before the JVM starts, so that a failing start's text is not held back.
     """
     from pyspark import SparkContext
@@ -147,11 +153,15 @@ def launch_driver_jvm(conf) -> None:
 
 
 def forward_jvm_stderr(read_fd: int, write_fd: int) -> None:
-    """Copy the JVM's standard error, line by line, to ``write_fd``, leaving out ``INCUBATOR_WARNING``."""
+    """Copy the JVM's standard error, line by line, to ``write_fd``, leaving out ``JVM_STDERR_NOISE`` (and the
+    blank line right after such a line)."""
+    dropped = False
     with os.fdopen(read_fd, "rb", buffering=0) as stream:
         for line in iter(stream.readline, b""):
-            if not line.startswith(INCUBATOR_WARNING):
+            noise = line.startswith(JVM_STDERR_NOISE)
+            if not noise and not (dropped and not line.strip()):
                 os.write(write_fd, line)
+            dropped = noise
 
 
 #: What the executors import, shipped with every job, each package whole (its subpackages, such as ``spanning.kernels``

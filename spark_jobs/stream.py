@@ -368,8 +368,10 @@ class BatchWriter:
 
     def describe(self, record: dict) -> str:
         watermark = self.watermark()
+        rate = record["rows_read"] / record["seconds"] if record.get("seconds") else 0.0
         return (f"batch {record['batch']}: {record['rows_read']} rows, {record['windows']} windows released,"
-                f" {record['late']} late, {record['rejected']} rejected, watermark {watermark}")  # fmt: skip
+                f" {record['late']} late, {record['rejected']} rejected, watermark {watermark},"
+                f" {record.get('seconds', 0):.2f} s ({rate:,.0f} rows/s)")  # fmt: skip
 
     def watermark(self) -> int | None:
         """The stream's watermark: the largest end seen, minus --max-disorder."""

@@ -82,13 +82,16 @@ def test_the_local_engine_names_column_mistakes_in_the_same_form(inputs, capsys)
     assert "--engine spark also takes Spark SQL expressions" in err
 
 
-def test_the_jvm_incubator_warning_is_left_out_of_stderr_and_nothing_else():
+def test_the_jvm_noise_is_left_out_of_stderr_and_nothing_else():
     read_end, write_end = os.pipe()
     out_read, out_write = os.pipe()
-    lines = [INCUBATOR_WARNING + b" jdk.incubator.vector\n", b"Error: Could not create the Java VM\n", b"last"]
+    worker = b"Streaming TransformWithStateInPandas Python worker"
+    lines = [INCUBATOR_WARNING + b" jdk.incubator.vector\n", b"Error: Could not create the Java VM\n", b"\n",
+             b"Starting " + worker + b".\n", b"\n", worker + b" finish init stage: StructType([...]).\n", b"\n",
+             b"\n", b"Traceback (most recent call last):\n", b"last"]  # fmt: skip
     with os.fdopen(write_end, "wb") as jvm:
         jvm.write(b"".join(lines))
     forward_jvm_stderr(read_end, out_write)
     os.close(out_write)
-    with os.fdopen(out_read, "rb") as forwarded:
-        assert forwarded.read() == b"Error: Could not create the Java VM\nlast"
+    with os.fdopen(out_read, "rb") as forwarded:  # a blank line is dropped only right after a dropped line
+        assert forwarded.read() == b"Error: Could not create the Java VM\n\n\nTraceback (most recent call last):\nlast"
