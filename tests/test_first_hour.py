@@ -95,3 +95,23 @@ def test_the_jvm_noise_is_left_out_of_stderr_and_nothing_else():
     os.close(out_write)
     with os.fdopen(out_read, "rb") as forwarded:  # a blank line is dropped only right after a dropped line
         assert forwarded.read() == b"Error: Could not create the Java VM\n\n\nTraceback (most recent call last):\nlast"
+
+
+def test_spark_submit_runs_the_job_as_the_readme_says(inputs):
+    """``spark-submit spark_jobs/submit.py run ...`` (README, "On a cluster"): spark-submit starts the JVM and the
+    master, the job runs unchanged and writes the same folders, with no Hadoop marker files."""
+    import pyspark
+
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable}  # fmt: skip
+    done = subprocess.run([str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                           str(ROOT / "spark_jobs" / "submit.py"), "run", "calls.csv", "--start", "start", "--end",
+                           "end", "--key", "cell", "--agg", "count", "--agg", "sum:bytes", *WINDOW],
+                          cwd=inputs, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"results: {inputs / 'out'}/windows" in done.stdout and "Traceback" not in done.stderr
+    windows = pd.read_parquet(inputs / "out" / "windows")
+    assert windows.groupby("cell")["count"].max().to_dict() == {"a": 1, "b": 1}
+    assert int(windows["sum_bytes"].max()) == 7
+    assert not [p for p in (inputs / "out").rglob("*") if p.name == "_SUCCESS" or p.name.endswith(".crc")]
