@@ -104,14 +104,8 @@ def groups_by_its_key(prepared: Prepared) -> bool:
 
 def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSample | None) -> Choice:
     """The plan for ``cfg``: ``--plan`` if given, else by the aggregates and the windows per event."""
-    choice = _plan_for(cfg, prepared, sample)
-    if choice.key_ids and groups_by_its_key(prepared):
-        choice.key_ids = False
-    return choice
-
-
-def _plan_for(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSample | None) -> Choice:
     needs_python, plan = python_only(cfg), cfg.spark.plan
+    ids = not groups_by_its_key(prepared)  # whether a JVM plan groups by key ids
     if plan == "python":
         return Choice("python", "--plan python")
     rangeable = all(_range_kind(prepared, a) for a in prepared.aggregates(cfg.query).values())
@@ -128,21 +122,21 @@ def _plan_for(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSampl
             raise UsageError("--plan vector covers count, sum, mean, min and max of integer and float columns: "
                              "use dyadic or explode")  # fmt: skip
         return Choice(plan, f"--plan {plan}", per_event,
-                      plan in ("range", "dyadic", "vector") or (plan == "explode" and sampled))  # fmt: skip
+                      ids and (plan in ("range", "dyadic", "vector") or (plan == "explode" and sampled)))  # fmt: skip
     if needs_python:
         return Choice("python", needs_python)
     if per_event is None:
         return Choice("explode", "a small input (no sample measured): the explode is never far from the best")
     if vectorisable and prepared.keys and per_event >= VECTOR_FROM:
         return Choice("vector", f"{per_event:.1f} windows per event ≥ {VECTOR_FROM}: one numpy pass per key, "
-                      "no row per window before the output", per_event, True)  # fmt: skip
+                      "no row per window before the output", per_event, ids)  # fmt: skip
     if rangeable and per_event >= RANGE_FROM:
-        return Choice("range", f"{per_event:.1f} windows per event ≥ {RANGE_FROM}: two rows per event", per_event, True)
+        return Choice("range", f"{per_event:.1f} windows per event ≥ {RANGE_FROM}: two rows per event", per_event, ids)
     if per_event >= DYADIC_FROM:
         why = "" if rangeable else " (min, max or a double sum: no range update)"
         return Choice("dyadic", f"{per_event:.1f} windows per event ≥ {DYADIC_FROM}: O(log) blocks per event{why}",
-                      per_event, True)  # fmt: skip
-    return Choice("explode", f"{per_event:.1f} windows per event: few enough to explode", per_event, True)
+                      per_event, ids)  # fmt: skip
+    return Choice("explode", f"{per_event:.1f} windows per event: few enough to explode", per_event, ids)
 
 
 def windows_per_event(cfg: RunConfig, sample: DataFrame | TimesSample) -> float:

@@ -135,8 +135,8 @@ def launch_driver_jvm(conf) -> None:
     Spark 4 starts its JVMs with ``--add-modules=jdk.incubator.vector``, and Java then prints
     ``INCUBATOR_WARNING`` on every start, which tells a user nothing about their job (nor do the other lines of
     ``JVM_STDERR_NOISE``); every other line the JVM writes (Spark's log, a JVM that cannot start) reaches this
-    process's standard error as before. The pipe is
-    read from before the JVM starts, so that a failing start's text is not held back.
+    process's standard error as before. The pipe is read from before the JVM starts, so that a failing start's
+    text is not held back.
     """
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway

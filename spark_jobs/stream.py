@@ -381,10 +381,11 @@ class BatchWriter:
     def write_summary(self, extra: dict | None = None) -> dict:
         with self.lock:
             records = self.batches()
-            total = {name: sum(r[name] for r in records) for name in ("rows_read", "rejected", "late", "windows")}
+            read, rejected, late, windows = (sum(r[name] for r in records)
+                                             for name in ("rows_read", "rejected", "late", "windows"))
             # the names of spanning run's summary.json (a batch's record keeps its own short names)
-            total = {"rows_read": total["rows_read"], "accepted": total["rows_read"] - total["rejected"],
-                     "rejected": total["rejected"], "late": total["late"], "windows_written": total["windows"]}
+            total = {"rows_read": read, "accepted": read - rejected, "rejected": rejected, "late": late,
+                     "windows_written": windows}
             state: dict = {}  # each bucket as its last batch left it
             for record in records:
                 state.update(record.get("buckets", {}))
