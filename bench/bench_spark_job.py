@@ -141,13 +141,24 @@ def timeline(rows: int, data: str, range_: int, slide: int) -> None:
         began = time.time()
         _timed_command(command, env)
         ended = time.time() - began
-        (log,) = set(events.iterdir()) - before
+        (log,) = _new_event_log(events, before)
         print(f"\n{label} ({data} keys, {range_ // 60}m/{slide // 60}m, {rows:,} rows): {ended:.2f} s in all")
         print("| from s | to s | s | what |\n|---|---|---|---|")
         for at, until, what in _event_spans(log, began):
             print(f"| {at:.2f} | {until:.2f} | {until - at:.2f} | {what} |")
         print(f"| {ended:.2f} | | | process exits |")
     shutil.rmtree(out, ignore_errors=True)
+
+
+def _new_event_log(events: Path, before: set[Path]) -> list[Path]:
+    """The event log a process added to ``events``: a JVM that outlives its Python process may still be
+    renaming it from ``*.inprogress`` (given a few seconds)."""
+    for _ in range(50):
+        added = set(events.iterdir()) - before
+        if len(added) == 1 and not next(iter(added)).name.endswith(".inprogress"):
+            return list(added)
+        time.sleep(0.1)
+    return [max(events.iterdir(), key=lambda p: p.stat().st_mtime)]
 
 
 def _event_spans(log: Path, began: float) -> list[tuple[float, float, str]]:

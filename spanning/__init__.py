@@ -8,28 +8,37 @@
 The batch entry point is ``spanning.aggregate``; see its docstring.
 """
 
-from spanning.aggregates import (
-    Aggregate,
-    SumOverflowError,
-    UserAggregate,
-    argmax,
-    argmin,
-    count,
-    maxcount,
-    maximum,
-    mean,
-    mincount,
-    minimum,
-    parse_aggregate,
-    stddev,
-    stddev_pop,
-    sum_of,
-)
-from spanning.engines.batch import aggregate, aggregate_many
-from spanning.engines.engine import Engine, LateEvent, Window
-from spanning.engines.multi_window import MultiEngine
-from spanning.kernels.windows import PairsSlicer, WindowSpec
-from spanning.techniques.registry import TECHNIQUES
+from __future__ import annotations
+
+import importlib
+
+# The public names, each from its module; imported on first use (PEP 562), so that a Spark worker that needs
+# one kernel (``spanning.engines.window_ranges``, numpy only) does not import pandas and every engine with it.
+_PUBLIC = {
+    "spanning.aggregates": ["Aggregate", "SumOverflowError", "UserAggregate", "argmax", "argmin", "count",
+                            "maxcount", "maximum", "mean", "mincount", "minimum", "parse_aggregate", "stddev",
+                            "stddev_pop", "sum_of"],
+    "spanning.engines.batch": ["aggregate", "aggregate_many"],
+    "spanning.engines.engine": ["Engine", "LateEvent", "Window"],
+    "spanning.engines.multi_window": ["MultiEngine"],
+    "spanning.kernels.windows": ["PairsSlicer", "WindowSpec"],
+    "spanning.techniques.registry": ["TECHNIQUES"],
+}  # fmt: skip
+_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spanning' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups find it without this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})
+
 
 __all__ = [
     "Aggregate",

@@ -46,6 +46,7 @@ from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
 from spanning.kernels.windows import event_ends
 from spanning.techniques.registry import has_batch_form
 from spark_jobs.key_hash import spark_xxhash64
+from spark_jobs.key_spread import spread_column
 from spark_jobs.prepare import (
     EVENT_END,
     INTEGRAL,
@@ -266,6 +267,7 @@ def jvm_window_job(
     series_start: str,
     ids: KeyIds | None = None,
     with_late: bool = True,
+    key_weights: dict | None = None,
 ) -> DataFrame:
     """Windows and late rows in the window job's columns (keys, window_start, window_end, aggregates,
     ``__events``, ``_late_seq``, ``_windows_missed``), computed by ``plan`` without Python.
@@ -273,7 +275,8 @@ def jvm_window_job(
     No plan shuffles the events themselves: each aggregates map-side first (Spark's partial aggregation),
     so only partial rows per (key, window) or (key, block) cross the network, as in the SQL a user writes.
     With ``ids`` (``key_ids``), the plans group by the key's id and the keys come back by a broadcast join.
-    Without ``with_late``, only windows (the job takes late rows from ``late_rows``).
+    Without ``with_late``, only windows (the job takes late rows from ``late_rows``). ``key_weights`` (rows per
+    value of one key in a sample, ``prepare.parquet_key_weights``) places ``vector``'s keys on its tasks.
     """
     keys = prepared.keys
     if ids is not None and ids.hashed:
@@ -287,8 +290,11 @@ def jvm_window_job(
     runs = window_runs(events, cfg, group, series_start)
     outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     active = runs.where(F.col(A) <= F.col(B))
-    build = {"range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode, "vector": _vectorised}[plan]
-    windows = build(active, prepared, group, outputs)
+    if plan == "vector":
+        windows = _vectorised(active, prepared, group, outputs, _group_weights(key_weights, ids, prepared))
+    else:
+        build = {"range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode}[plan]
+        windows = build(active, prepared, group, outputs)
     if ids is not None:
         windows = windows.join(F.broadcast(ids.table), KEY_ID).select(
             *[F.col(f"_key{i}").alias(k) for i, k in enumerate(keys)], K, *[quoted(name) for name in outputs]
@@ -308,6 +314,19 @@ def jvm_window_job(
         F.col(SEQ).alias(LATE_SEQ), F.col(MISSED_RUN).cast("long").alias(MISSED)
     )
     return windows.unionByName(late, allowMissingColumns=True)
+
+
+def _group_weights(weights: dict | None, ids: KeyIds | None, prepared: Prepared) -> dict[int, float] | None:
+    """``weights`` of key values as weights of the long the plans group by: the integer key itself, or its
+    hashed id (``key_ids``); None for dense ids, which are numbered only on the driver's table."""
+    if not weights:
+        return None
+    if ids is None:
+        return weights if groups_by_its_key(prepared) else None
+    if not ids.hashed:
+        return None
+    kind = _HASHED_TYPES.get(prepared.key_types[0].simpleString())
+    return {spark_xxhash64((value,), [kind]): weight for value, weight in weights.items()}
 
 
 def late_rows(prepared: Prepared, cfg: RunConfig, series_start: str) -> DataFrame:
@@ -495,7 +514,9 @@ def _range_update(active: DataFrame, prepared: Prepared, keys: list[str], output
     return _lowered(filled, keys, parts, outputs)
 
 
-def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
+def _vectorised(
+    active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str], weights: dict[int, float] | None
+) -> DataFrame:
     """The runs of each key's events merged by ``spanning.engines.window_ranges`` in numpy.
 
     The events go once by key to ``mapInArrow`` with only the keys, the run and each value column once
@@ -503,6 +524,8 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
     partition's events at once (about 40 bytes each plus the keys, see ``--partitions``) and yields every
     covered window of its keys, merged: Spark aggregates nothing, and no row exists per (event, window).
     Integer sums come back joined (``window_ranges.joined_sums``): one column each instead of three parts.
+    With ``weights`` (of the one long grouped by), the keys are placed on the shuffle's partitions by weight
+    (``spark_jobs.key_spread``), so a few heavy keys do not leave a core idle.
     """
     key_cols = [quoted(k) for k in keys]
     parts, columns = _partials(outputs, prepared)
@@ -568,5 +591,9 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
             arrays.append(pa.array(sums, mask=~present))
         yield from pa.Table.from_arrays(arrays, names=schema.fieldNames()).to_batches(1 << 16)
 
-    spread = inputs.repartition(*key_cols) if keys else inputs.repartition(1)
+    if weights and len(keys) == 1:
+        partitions = int(active.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        spread = inputs.repartition(partitions, spread_column(key_cols[0], weights, partitions))
+    else:
+        spread = inputs.repartition(*key_cols) if keys else inputs.repartition(1)
     return _lowered(spread.mapInArrow(windows_of_partition, schema), keys, parts, outputs)

@@ -517,6 +517,32 @@ def parquet_key_values(prepared: Prepared, texts: list[str], limit: int) -> list
     return sorted(seen, key=lambda row: [(v is None, v if v is not None else 0) for v in row])[: limit + 1]
 
 
+def parquet_key_weights(prepared: Prepared, texts: list[str], limit: int) -> dict | None:
+    """Rows per value of one ``--key`` among the first ``limit`` rows of a local Parquet input, read on the driver
+    (pyarrow, no Spark job), when the key is a plain text or integer column; else None. Nulls are left out.
+
+    An estimate of each key's share of the work, for placing keys on tasks (``spark_jobs.key_spread``) only.
+    """
+    if not prepared.local_parquet or len(texts) != 1 or list(texts) != prepared.keys:
+        return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        source = pq.ParquetFile(prepared.inputs.files[0])
+        field = source.schema_arrow.field(texts[0]) if texts[0] in source.schema_arrow.names else None
+        if field is None or _ARROW_KEY_TYPES.get(str(field.type)) != prepared.rows.schema[key_column(0)].dataType:
+            return None
+        batch = next(source.iter_batches(batch_size=limit, columns=texts), None)
+    except (OSError, pa.ArrowException):
+        return None
+    if batch is None:
+        return None
+    counts = batch.column(0).value_counts()
+    values, rows = counts.field(0).to_pylist(), counts.field(1).to_pylist()
+    return {value: n for value, n in zip(values, rows, strict=True) if value is not None}
+
+
 def as_read(prepared: Prepared) -> list[Column]:
     """The original columns of a prepared row, as read."""
     return [quoted(c) for c in prepared.original_columns]

@@ -41,6 +41,7 @@ from spark_jobs.prepare import (
     load,
     local_input_bytes,
     parquet_key_values,
+    parquet_key_weights,
     parquet_times_sample,
     quoted,
 )
@@ -103,6 +104,10 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
         known = parquet_key_values(prepared, cfg.events.keys, MAX_KEY_IDS)  # on the driver: no Spark job
         ids = key_ids(events(prepared, "first"), prepared.keys, known)
 
+    weights = None  # the keys' shares of a sample, to place vector's keys on its tasks
+    if any(c.plan == "vector" for c in choices):
+        weights = parquet_key_weights(prepared, cfg.events.keys, PLAN_SAMPLE)  # on the driver: no Spark job
+
     def window_part(spec: RunConfig, choice: Choice) -> DataFrame:
         if choice.plan == "python":
             return window_job(events(prepared, query.series_start, observe), prepared, spec,
@@ -110,7 +115,7 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
         # the JVM plans need no per-key series start from the earliest start (spark_jobs.plans.window_runs)
         rows = events(prepared, "first" if query.series_start == "earliest" else query.series_start, observe, late)
         return jvm_window_job(rows, prepared, spec, choice.plan, str(query.series_start),
-                              ids if choice.key_ids else None, with_late=False)  # fmt: skip
+                              ids if choice.key_ids else None, with_late=False, key_weights=weights)  # fmt: skip
 
     parts = [window_part(spec, choice) for spec, choice in zip(specs, choices, strict=True)]
     labels = window_labels(query.specs) if query.windows else [None] * len(specs)

@@ -101,6 +101,8 @@ def get_session(
         ("spark.ui.showConsoleProgress", "false"),
         ("spark.ui.enabled", "false"),
     ])  # fmt: skip
+    if master and workers_import_the_engine(master, os.environ["PYSPARK_PYTHON"]):
+        conf.set("spark.python.daemon.module", "spark_jobs.worker_daemon")  # pyspark compiled, not from its zip
     try:
         if "PYSPARK_GATEWAY_PORT" not in os.environ:
             launch_driver_jvm(conf)

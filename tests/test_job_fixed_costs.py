@@ -145,3 +145,44 @@ def test_the_engine_is_shipped_only_to_workers_that_cannot_import_it_themselves(
     (package / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))  # a path this process added: a worker would not have it
     assert not session.workers_import_the_engine("local[2]", sys.executable)
+
+
+def test_local_workers_import_pyspark_from_its_installed_package_not_its_zip(spark):
+    import pyspark
+
+    def where(batches):
+        import pyspark
+
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pylist([{"file": pyspark.__file__}])
+
+    files = {r.file for r in spark.range(0, 4, 1, 2).mapInArrow(where, "file string").collect()}
+    assert files == {pyspark.__file__}  # the driver's own, compiled; not .../python/lib/pyspark.zip/...
+
+
+def test_the_worker_daemon_leaves_off_only_zips_that_the_installed_pyspark_holds_unzipped(tmp_path):
+    from spark_jobs.worker_daemon import installed_pyspark_first
+
+    site = tmp_path / "site-packages"
+    lib = site / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    (site / "py4j-0.10.9.9.dist-info").mkdir()
+    zips = [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
+    assert installed_pyspark_first([*zips, "/work", str(site)]) == ["/work", str(site)]
+    assert installed_pyspark_first([*zips, "/work"]) == [*zips, "/work"]  # the package is not on the path
+    other = str(lib / "py4j-0.10.9.8-src.zip")  # another py4j than the installed one: kept
+    assert installed_pyspark_first([zips[0], other, str(site)]) == [other, str(site)]
+    spark_home = tmp_path / "spark" / "python" / "lib" / "pyspark.zip"  # a Spark distribution's zip: kept
+    assert installed_pyspark_first([str(spark_home), str(site)]) == [str(spark_home), str(site)]
+
+
+def test_a_worker_importing_one_kernel_does_not_import_pandas_and_the_public_names_still_resolve():
+    import subprocess
+
+    code = ("import sys, spanning.engines.window_ranges; assert 'pandas' not in sys.modules, 'pandas'; "
+            "import spanning; missing = [n for n in spanning.__all__ if getattr(spanning, n, None) is None]; "
+            "assert not missing, missing; from spanning import Engine, WindowSpec, count; print('ok')")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -83,7 +83,9 @@ def _plan_output(spark, tmp_path, frame, window, ttp, series, aggs, plan, ids=Tr
         out = window_job(events(prepared, begin), prepared, cfg, series_start=begin != "first")
     else:  # as the job hands them over: from the earliest start, no per-key series column
         rows = events(prepared, "first" if begin == "earliest" else begin)
-        out = jvm_window_job(rows, prepared, cfg, plan, str(begin), key_ids(rows, ["cell"]) if ids else None)
+        weights = frame["cell"].value_counts().to_dict() if plan == "vector" else None  # keys placed by weight
+        out = jvm_window_job(rows, prepared, cfg, plan, str(begin), key_ids(rows, ["cell"]) if ids else None,
+                             key_weights=weights)  # fmt: skip
     result = out.toPandas()
     seq_to_id = dict(prepared.rows.select("_seq", "id").toPandas().itertuples(index=False))
     names = [a.replace(":", "_") for a in aggs]
@@ -115,6 +117,7 @@ def _same(got: dict, want: dict) -> None:
         ("range", RANGE_AGGS, True),
         ("dyadic", ALL_AGGS, True),
         ("vector", ALL_AGGS, False),
+        ("vector", ALL_AGGS, True),  # hashed ids: the keys placed on the tasks by their weights
     ],
 )
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
