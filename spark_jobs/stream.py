@@ -47,6 +47,7 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_colum
 from spanning.app.stream_command import StreamOptions
 from spark_jobs.prepare import END, REASON, SEQ, START, KindCounts, Prepared, prepare, read_input, valid_column
 from spark_jobs.run import to_time
+from spark_jobs.stream_jvm import STATE, JvmMicroBatch, StateTable, jvm_unsupported
 from spark_jobs.windowed import result_type
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -54,7 +55,7 @@ PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_flush"
 JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made for
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
-FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): one bucket fails once past that end
+FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
 STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "windows", "late", "rejected")  # per bucket
 
 
@@ -86,9 +87,10 @@ class StreamQuery:
     options: StreamOptions
     aggregates: dict[str, str]  # output name -> internal column of the processor's output
     originals: dict[str, str]  # input column -> internal column
+    micro_batch: Any = None  # the JVM path (``stream_jvm.JvmMicroBatch``); None: the Python processor's rows
 
 
-def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt: str) -> dict:
+def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt: str, processor: str) -> dict:
     """What a checkpoint was made for: a restart must ask for the same."""
     query, events = cfg.query, cfg.events
     return {
@@ -96,6 +98,7 @@ def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt
         "aggregates": query.aggregates, "series_start": query.series_start, "keys": events.keys,
         "start": events.start, "end": events.end, "duration": events.duration, "point_events": events.point_events,
         "time_unit": events.time_unit, "buckets": options.buckets, "format": fmt, "schema": schema.json(),
+        "processor": processor,
     }  # fmt: skip
 
 
@@ -104,6 +107,7 @@ def check_checkpoint(folder: Path, record: dict) -> None:
     path = folder / JOB_FILE
     if path.exists():
         saved = json.loads(path.read_text())
+        saved.setdefault("processor", "python")  # checkpoints made before the JVM path
         changed = [name for name in record if name != "schema" and saved.get(name) != record[name]]
         if changed:
             details = ", ".join(f"{name} {saved.get(name)!r} -> {record[name]!r}" for name in changed)
@@ -138,7 +142,6 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     input row, with ``windows_missed`` or ``reason``) and ``stats`` (per bucket and batch); ``BatchWriter``
     turns one micro-batch of it into the job's outputs.
     """
-    check_streaming_support(spark)
     folder = Path(cfg.inputs.paths[0])
     control = Path(options.checkpoint) / "spanning" / "control"
     control.mkdir(parents=True, exist_ok=True)
@@ -150,7 +153,10 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     else:
         there, fmt = files_there(spark, cfg)
         schema = there.schema
-    check_checkpoint(state, job_record(cfg, options, schema, fmt))
+    processor = choose_processor(cfg, options, saved)
+    if processor == "python":
+        check_streaming_support(spark)
+    check_checkpoint(state, job_record(cfg, options, schema, fmt, processor))
     # the column kinds: counted once over the files there at the start, then kept with the checkpoint
     kinds_file = state / KINDS_FILE
     kinds = KindCounts(lambda: there if there is not None else files_there(spark, cfg, fmt)[0],
@@ -171,24 +177,40 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
         temp = kinds_file.with_suffix(".tmp")
         temp.write_text(json.dumps(kinds.saved, indent=1))
         os.replace(temp, kinds_file)
-    keys = [key_column(i) for i in range(len(prepared.keys))]
-    bucket = F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(options.buckets)) if keys else F.lit(0)
-    rows = prepared.rows.withColumn(BUCKET, bucket.cast("int"))
+    aggregates = {name: f"_agg_{i}" for i, name in enumerate([*cfg.query.aggregate_columns, EVENTS_COLUMN])}
+    originals = {name: f"_in_{i}" for i, name in enumerate(prepared.original_columns)}
     control_schema = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(CONTROL, T.LongType()),
                                    T.StructField(FLUSH, T.BooleanType())])  # fmt: skip
     controls = spark.readStream.schema(control_schema).option("maxFilesPerTrigger", 1).json(str(control))
+    keys = [key_column(i) for i in range(len(prepared.keys))]
+    bucket = F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(options.buckets)) if keys else F.lit(0)
+    rows = prepared.rows.withColumn(BUCKET, bucket.cast("int"))
     rows = rows.withColumn(CONTROL, F.lit(None).cast("long")).withColumn(FLUSH, F.lit(None).cast("boolean"))
     rows = rows.unionByName(controls, allowMissingColumns=True)
+    if processor == "jvm":  # the batch's rows as they are: foreachBatch reduces them (stream_jvm)
+        micro_batch = JvmMicroBatch(prepared, cfg, aggregates, originals,
+                                    StateTable(state / STATE, options.state_versions), CONTROL, FLUSH)  # fmt: skip
+        return StreamQuery(rows.drop(BUCKET), prepared, cfg, options, aggregates, originals, micro_batch)
 
-    aggregates = {name: f"_agg_{i}" for i, name in enumerate([*cfg.query.aggregate_columns, EVENTS_COLUMN])}
     specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     internal = {aggregates[name]: spec for name, spec in specs.items()}  # the processor's column -> aggregate
-    originals = {name: f"_in_{i}" for i, name in enumerate(prepared.original_columns)}
     out_schema = _output_schema(prepared, internal, originals)
     processor = _processor(prepared, cfg, list(rows.columns), (internal, originals, aggregates[EVENTS_COLUMN]),
                            out_schema)  # fmt: skip
     out = rows.groupBy(BUCKET).transformWithStateInPandas(processor, out_schema, "Append", "None")
     return StreamQuery(out, prepared, cfg, options, aggregates, originals)
+
+
+def choose_processor(cfg: RunConfig, options: StreamOptions, saved: dict) -> str:
+    """``jvm`` or ``python``: --processor, or for auto the checkpoint's own (a restart), else jvm if it can."""
+    unsupported = jvm_unsupported(cfg)
+    if options.processor == "jvm" and unsupported:
+        raise UsageError(f"--processor jvm cannot run this query: {unsupported}; use --processor python or auto")
+    if options.processor != "auto":
+        return options.processor
+    if "format" in saved:  # a restart goes on with the state its checkpoint holds
+        return saved.get("processor", "python")
+    return "python" if unsupported else "jvm"
 
 
 def _output_schema(prepared: Prepared, aggregates: dict, originals: dict) -> T.StructType:
@@ -320,13 +342,15 @@ class BatchWriter:
         began = time.perf_counter()
         as_time = job.prepared.time_is_timestamp
         keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
-        table = batch.select(
-            F.col(KIND), F.col(BUCKET), *[F.col(c) for c in STATS], *[F.col(c) for c in keys.values()],
-            to_time(F.col("window_start"), job.cfg, as_time).alias("window_start"),
-            to_time(F.col("window_end"), job.cfg, as_time).alias("window_end"),
-            *[F.col(c) for c in job.aggregates.values()], *[F.col(c) for c in job.originals.values()],
-            F.col("windows_missed"), F.col(REASON),
-        ).toArrow()  # fmt: skip
+        state = None
+        if job.micro_batch is not None:
+            table, state = job.micro_batch.table(batch, batch_id)
+            flag = FAIL_ONCE  # recovery tests: after the batch's state version is written, before its outputs
+            if flag and os.path.exists(flag[0]) and state["max_end"] is not None and state["max_end"] >= flag[1]:
+                os.remove(flag[0])
+                raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
+        else:
+            table = self._processor_table(batch, keys, as_time)
         computed = time.perf_counter()
         outputs = {
             "windows": {**keys, "window_start": "window_start", "window_end": "window_end",
@@ -349,13 +373,28 @@ class BatchWriter:
             pq.write_table(rows, temp / "part-00000.parquet")
             shutil.rmtree(final, ignore_errors=True)  # a batch run again after a crash: its own folder, replaced
             os.replace(temp, final)
-        stats = table.filter(pc.equal(kinds, "stats")).select([BUCKET, *STATS]).to_pylist()
+        if state is not None:  # the JVM path: one state table, no buckets
+            stats = [{BUCKET: "state", **state, "windows": counts["windows"], "late": counts["late"],
+                      "rejected": counts["rejected"]}]  # fmt: skip
+        else:
+            stats = table.filter(pc.equal(kinds, "stats")).select([BUCKET, *STATS]).to_pylist()
         buckets = {str(r[BUCKET]): r for r in stats}
         ends = [b["max_end"] for b in stats if b["max_end"] is not None]
         return {"rows_read": sum(b["accepted"] for b in stats) + counts["rejected"], **counts,
                 "max_end": max(ends) if ends else None, "compute_seconds": round(computed - began, 3),
                 "write_seconds": round(time.perf_counter() - computed, 3),
                 "buckets": {b: {k: v[k] for k in ("keys", "held_windows", "state_bytes")} for b, v in buckets.items()}}
+
+    def _processor_table(self, batch: DataFrame, keys: dict[str, str], as_time: bool):
+        """The Python processor's rows of one batch, as Arrow on the driver (one Spark action)."""
+        job = self.job
+        return batch.select(
+            F.col(KIND), F.col(BUCKET), *[F.col(c) for c in STATS], *[F.col(c) for c in keys.values()],
+            to_time(F.col("window_start"), job.cfg, as_time).alias("window_start"),
+            to_time(F.col("window_end"), job.cfg, as_time).alias("window_end"),
+            *[F.col(c) for c in job.aggregates.values()], *[F.col(c) for c in job.originals.values()],
+            F.col("windows_missed"), F.col(REASON),
+        ).toArrow()  # fmt: skip
 
     @staticmethod
     def _save(path: Path, content: dict) -> None:

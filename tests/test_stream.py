@@ -26,6 +26,9 @@ SAMPLE = ROOT / "data" / "sample_cdr.csv"
 QUERY = ["--range", "15m", "--slide", "5m", "--ttp", "10m", "--start", "start", "--end", "end", "--key", "cell",
          "--agg", "count", "--agg", "sum:bytes", "--agg", "max:duration"]  # fmt: skip
 AGGS = {"count": "count", "sum_bytes": "sum:bytes", "max_duration": "max:duration"}
+# every stream test runs on both paths: micro-batches in the JVM with a state table (the default for these
+# aggregates), and Spark's transformWithStateInPandas with the engine in Python
+PROCESSORS = ["jvm", "python"]
 
 
 def drop_files(folder: Path, frames: list[pd.DataFrame], first: int = 0) -> None:
@@ -93,13 +96,14 @@ def summary_of(output: Path) -> dict:
     return json.loads((output / "summary.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def in_order(spark, tmp_path_factory):
+@pytest.fixture(scope="module", params=PROCESSORS)
+def in_order(spark, tmp_path_factory, request):
     """The bundled sample as 10 files in end order, streamed one file per trigger, and the batch job on them."""
-    base = tmp_path_factory.mktemp("stream-in-order")
+    base = tmp_path_factory.mktemp(f"stream-in-order-{request.param}")
     drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 10))
     assert stream_cli(str(base / "in"), "--output", str(base / "out"), "--checkpoint", str(base / "chk"), *QUERY,
-                      "--max-files-per-trigger", "1", "--master", "local[2]", "--drain") == 0  # fmt: skip
+                      "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
+                      "--processor", request.param) == 0  # fmt: skip
     run_batch_job(base / "in", base / "batch")
     return base
 
@@ -168,7 +172,8 @@ def clean_calls(n: int, seed: int) -> pd.DataFrame:
                          "bytes": rng.integers(0, 10**6, n).astype(str)})  # fmt: skip
 
 
-def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path):
+@pytest.mark.parametrize("processor", PROCESSORS)
+def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path, processor):
     calls = clean_calls(600, seed=7)
     ends = pd.to_datetime(calls["end"])
     frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in
@@ -177,7 +182,8 @@ def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path):
     frames = [frames[i] for i in (0, 2, 1, 4, 3, 5)]  # later files hold older calls
     drop_files(tmp_path / "in", frames)
     assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
-                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain") == 0  # fmt: skip
+                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
+                      "--processor", processor) == 0  # fmt: skip
     events = oracle_events(frames)
     expected, expected_late = oracle(events, 900, 300, 600, 0, {"count": "count", "sum_bytes": "sum:bytes",
                                                                  "max_duration": "max:duration"})  # fmt: skip
@@ -194,7 +200,8 @@ def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path):
     assert summary["rows_read"] == len(calls) and summary["rejected"] == 0
 
 
-def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle(spark, tmp_path, capsys):
+@pytest.mark.parametrize("processor", PROCESSORS)
+def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle(spark, tmp_path, capsys, processor):
     """A periodic run (cron) over files that keep arriving: the first round keeps its open windows in the
     checkpoint, so calls of the second round still count in them; the second round drains. Both rounds together
     give the oracle's windows and late rows over all files, as one uninterrupted drained run does."""
@@ -203,7 +210,7 @@ def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle
     edges = pd.date_range("2024-03-04", periods=7, freq="2h")
     frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
     frames = [frames[i] for i in (0, 2, 1, 4, 3, 5)]  # some calls late, as files come out of order
-    common = [*QUERY, "--max-files-per-trigger", "1", "--master", "local[2]"]
+    common = [*QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--processor", processor]
     drop_files(tmp_path / "in", frames[:3])
     rounds = ["--output", str(tmp_path / "rounds"), "--checkpoint", str(tmp_path / "chk")]
     assert stream_cli(str(tmp_path / "in"), *rounds, *common) == 0  # round 1: no --drain
@@ -295,7 +302,9 @@ def assert_equals_batch_job(output: Path, batch: Path) -> None:
     assert summary_of(output)["rows_read"] == summary_of(batch)["rows_read"]
 
 
-def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, four_files, tmp_path, monkeypatch):
+@pytest.mark.parametrize("processor", PROCESSORS)
+def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, four_files, tmp_path, monkeypatch,
+                                                                        processor):
     from spark_jobs import stream
 
     flag = tmp_path / "fail-once"
@@ -304,7 +313,7 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
     middle = int(pd.to_datetime(third["end"], errors="coerce").min().value // 10**9)  # a bucket of the third file
     monkeypatch.setattr(stream, "FAIL_ONCE", (str(flag), middle))
     args = [str(four_files / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
-            "--max-files-per-trigger", "1", "--master", "local[2]", "--drain"]  # fmt: skip
+            "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", "--processor", processor]  # fmt: skip
     assert stream_cli(*args) == 1, "the injected failure stops the stream"
     assert not flag.exists()
     kinds = tmp_path / "chk" / "spanning" / "column-kinds.json"
@@ -314,10 +323,11 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
     assert_equals_batch_job(tmp_path / "out", four_files / "batch")
 
 
-def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(four_files, tmp_path):
+@pytest.mark.parametrize("processor", PROCESSORS)
+def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(four_files, tmp_path, processor):
     args = [sys.executable, "-m", "spanning.cli", "stream", str(four_files / "in"), "--output", str(tmp_path / "out"),
             "--checkpoint", str(tmp_path / "chk"), *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]",
-            "--drain"]  # fmt: skip
+            "--drain", "--processor", processor]  # fmt: skip
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     child = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
@@ -334,7 +344,8 @@ def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(fo
     assert_equals_batch_job(tmp_path / "out", four_files / "batch")
 
 
-def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_open(spark, tmp_path):
+@pytest.mark.parametrize("processor", PROCESSORS)
+def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_open(spark, tmp_path, processor):
     def calls(rows):
         return pd.DataFrame(rows, columns=["call_id", "cell", "start", "end", "duration", "bytes"]).astype(str)
 
@@ -343,7 +354,7 @@ def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_
     later = calls([(3, "busy", "2024-03-04 03:00:00", "2024-03-04 03:01:00", 60, 30)])
     drop_files(tmp_path / "in", [first, later])
     args = [str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
-            "--max-files-per-trigger", "1", "--master", "local[2]", "--idle-flush", "1h"]
+            "--max-files-per-trigger", "1", "--master", "local[2]", "--idle-flush", "1h", "--processor", processor]
     assert stream_cli(*args) == 0
     after_first = windows_of(tmp_path / "out")
     assert "quiet" not in set(after_first["cell"]), "nothing passes the quiet key's clock, and no --drain"
@@ -356,7 +367,8 @@ def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_
     assert busy_last < 1709521200, "the busy key's windows near 03:00 stay open: the watermark passed them by < 1h"
 
 
-def test_processing_time_trigger_flushes_idle_keys_live_and_stops_cleanly_on_ctrl_c(tmp_path):
+@pytest.mark.parametrize("processor", PROCESSORS)
+def test_processing_time_trigger_flushes_idle_keys_live_and_stops_cleanly_on_ctrl_c(tmp_path, processor):
     def calls(rows):
         return pd.DataFrame(rows, columns=["call_id", "cell", "start", "end", "duration", "bytes"]).astype(str)
 
@@ -364,7 +376,7 @@ def test_processing_time_trigger_flushes_idle_keys_live_and_stops_cleanly_on_ctr
                                         (2, "quiet", "2024-03-04 00:01:00", "2024-03-04 00:03:00", 120, 20)])])
     args = [sys.executable, "-m", "spanning.cli", "stream", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
             "--checkpoint", str(tmp_path / "chk"), *QUERY, "--master", "local[2]", "--trigger", "1s",
-            "--idle-flush", "1h"]  # fmt: skip
+            "--idle-flush", "1h", "--processor", processor]  # fmt: skip
     child = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     try:
@@ -401,7 +413,8 @@ def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark,
     cfg = RunConfig.from_parameters({"inputs": [str(tmp_path / "in")], "start": "start", "end": "end", "range": 900,
                                      "slide": 300, "ttp": 600, "keys": ["cell"], "aggregates": ["count"],
                                      "series_start": "first", "master": "local[2]"})  # fmt: skip
-    job = streaming_rows(spark, cfg, StreamOptions(str(tmp_path / "chk"), max_files_per_trigger=1, buckets=4))
+    job = streaming_rows(spark, cfg, StreamOptions(str(tmp_path / "chk"), max_files_per_trigger=1, buckets=4,
+                                                   processor="python"))  # fmt: skip
     assert job.rows.isStreaming
     seen: list = []
     query = (job.rows.writeStream.foreachBatch(lambda batch, _: seen.append(batch.toPandas()))
@@ -412,3 +425,33 @@ def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark,
     stats = rows[rows["_kind"] == "stats"]
     assert stats["accepted"].sum() == 200 and len(seen) == 2
     assert (rows.loc[rows["_kind"] == "windows", job.aggregates["__events"]] > 0).all()
+
+
+def test_a_batch_run_again_from_the_same_state_version_writes_the_same_bytes(spark, tmp_path):
+    """The JVM path's exactly-once: batch N reads the newest state version below N, so a batch that Spark runs
+    again (its commit lost in a crash) writes byte-identical windows, late rows and state."""
+    calls = clean_calls(600, seed=5)
+    ends = pd.to_datetime(calls["end"])
+    edges = pd.date_range("2024-03-04", periods=4, freq="2h")
+    frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    frames = [frames[0], frames[2], frames[1]]  # the last batch holds late calls too
+    drop_files(tmp_path / "in", frames)
+    args = [str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
+            "--max-files-per-trigger", "1", "--master", "local[2]", "--processor", "jvm"]  # fmt: skip
+    assert stream_cli(*args) == 0
+    last = tmp_path / "out" / "windows" / "batch=2"
+    state = tmp_path / "chk" / "spanning" / "state"
+    written = {p.relative_to(tmp_path): p.read_bytes() for p in
+               [*last.glob("*.parquet"), *(tmp_path / "out" / "late").glob("batch=2/*.parquet"),
+                *(state / "batch=2").glob("*.parquet")]}  # fmt: skip
+    assert any("late" in str(p) for p in written) and any("windows" in str(p) for p in written)
+    commits = tmp_path / "chk" / "query" / "commits"
+    for name in ("2", ".2.crc"):  # as if the process died before Spark's commit
+        (commits / name).unlink(missing_ok=True)
+    for path in written:  # and before its files: the run again must write them anew
+        (tmp_path / path).unlink()
+    assert stream_cli(*args) == 0
+    again = {p: (tmp_path / p).read_bytes() for p in written}
+    assert again == written
+    assert (tmp_path / "chk" / "query" / "commits" / "2").exists(), "Spark ran batch 2 again and committed it"
+    assert summary_of(tmp_path / "out")["rows_read"] == sum(map(len, frames))
