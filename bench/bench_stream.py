@@ -58,7 +58,7 @@ def make_files(folder: Path, rows: int, per_file: int, cells: int, fmt: str, day
     return files
 
 
-def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None) -> dict:
+def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None, processor: str = "auto") -> dict:
     from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
     from spanning.app.jobspec import parse_duration as d
     from spanning.app.stream_command import StreamOptions
@@ -72,12 +72,47 @@ def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = No
         output=OutputOptions(str(work / "out")),
         spark=SparkOptions("local[2]", partitions),
     )
-    options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True)
+    options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True,
+                            processor=processor)
     began = time.perf_counter()
     summary = run_stream(cfg, options, progress=lambda line: print("  " + line, flush=True))
     wall = time.perf_counter() - began
     records = [json.loads(p.read_text()) for p in sorted((work / "chk" / "spanning" / "batches").glob("*.json"))]
     return {"wall": wall, "summary": summary, "batches": records}
+
+
+def run_floor(folder: Path, work: Path) -> dict:
+    """The floor of any stream over these files: read and validate each batch (spanning's reader contract),
+    into a foreachBatch that only counts the rows, accepted and rejected, and their largest end."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
+    from spanning.app.jobspec import parse_duration as d
+    from spanning.app.stream_command import StreamOptions
+    from spark_jobs.prepare import END, REASON
+    from spark_jobs.stream import streaming_rows
+
+    spark = SparkSession.getActiveSession()
+    cfg = RunConfig(inputs=InputFiles([str(folder)]), events=EventFields("start", "end", keys=["cell"]),
+                    query=WindowQuery(d(QUERY["range"]), d(QUERY["slide"]), d(QUERY["ttp"]), ["count"],
+                                      series_start="first"),
+                    output=OutputOptions(str(work / "floor-out")), spark=SparkOptions("local[2]"))  # fmt: skip
+    job = streaming_rows(spark, cfg, StreamOptions(str(work / "floor-chk"), max_files_per_trigger=1, processor="jvm"))
+    seconds = []
+
+    def each_batch(batch, batch_id):
+        began = time.perf_counter()
+        batch.agg(F.count(F.lit(1)), F.count(REASON), F.max(END)).collect()
+        seconds.append(time.perf_counter() - began)
+
+    query = (job.rows.writeStream.foreachBatch(each_batch)
+             .option("checkpointLocation", str(work / "floor-chk" / "query")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in progress[1:])
+    return {"floor_events_per_second": round(rows / sum(seconds[1:len(progress)])) if len(progress) > 1 else None,
+            "floor_batch_seconds_median": _median(seconds[1:len(progress)])}
 
 
 def run_peer(folder: Path, work: Path) -> dict:
@@ -132,6 +167,7 @@ def report(result: dict) -> dict:
         "wall_seconds": round(result["wall"], 1),
         "sustained_events_per_second": round(rows / seconds) if seconds else None,
         "batch_seconds_median": round(float(np.median(latency)), 2) if len(latency) else None,
+        "batch_seconds_p95": round(float(np.percentile(latency, 95)), 2) if len(latency) else None,
         "batch_seconds_max": round(float(latency.max()), 2) if len(latency) else None,
         "compute_seconds_median": _median(b["compute_seconds"] for b in steady),
         "write_seconds_median": _median(b["write_seconds"] for b in steady),
@@ -153,6 +189,10 @@ def main() -> int:
     parser.add_argument("--days", type=float, default=1.0, help="time the CDRs span (default 1: a trigger is 2.4 h)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--peer", action="store_true", help="also the Spark SQL streaming query a user would write")
+    parser.add_argument("--processor", choices=["auto", "jvm", "python"], default="auto",
+                        help="spanning stream's path (default auto: jvm for these aggregates)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also the floor: read and validate each batch into a foreachBatch that only counts")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (ours, peer, ours, peer, ...)")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -167,8 +207,14 @@ def main() -> int:
         get_session("local[2]")
         ours, peers = [], []
         for round_ in range(args.rounds):
-            ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets)))
+            ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets, processor=args.processor)))
             print(json.dumps(ours[-1], indent=1))
+            if args.floor:
+                floor = run_floor(work / "in", work / f"floor-{round_}")
+                ours_rate = ours[-1]["sustained_events_per_second"]
+                floor["fraction_of_floor"] = round(ours_rate / floor["floor_events_per_second"], 2) \
+                    if ours_rate and floor["floor_events_per_second"] else None
+                print(json.dumps(floor, indent=1))
             if args.peer:
                 peers.append(run_peer(work / "in", work / f"peer-{round_}"))
                 peer = peers[-1]
@@ -177,6 +223,8 @@ def main() -> int:
                                       (peer["rows"] - peer["rows"] / len(peer["batch_seconds"]))
                                       / sum(peer["batch_seconds"][1:])),
                                   "peer_batch_seconds_median": _median(peer["batch_seconds"][1:]),
+                                  "peer_batch_seconds_p95": round(float(np.percentile(peer["batch_seconds"][1:], 95)),
+                                                                  2) if len(peer["batch_seconds"]) > 1 else None,
                                   "peer_windows": peer["windows"], "peer_rows_dropped_by_watermark": peer["dropped"]},
                                  indent=1))  # fmt: skip
         if peers:

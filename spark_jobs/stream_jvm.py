@@ -41,7 +41,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -52,6 +52,7 @@ from spark_jobs.plans import (
     _first_overlapped,
     _floordiv,
     _last_overlapped,
+    _overflow_message,
     _partials,
     python_only,
 )
@@ -157,112 +158,157 @@ class JvmMicroBatch:
 
     def _compute(self, rows: DataFrame, batch_id: int, advance: int | None, drain: bool,
                  window: tuple[int, int, int, int]) -> tuple[pa.Table, pa.Table, pa.Table, dict]:  # fmt: skip
+        """One Spark action, then the per-key decisions on the driver (``_release``).
+
+        Spark joins the batch's events to the state's keys (a broadcast: no shuffle of the events), explodes
+        each into its run, merges the runs with the state's windows per (key, window), and aggregates the
+        batch per key: the two shuffles of partial aggregates. What needs a key's clock after the batch (which
+        windows are released) or a new key's series start (its first window, which can make an earlier call
+        late) is decided on the driver, over the few rows per key, with no second pass over the events.
+        """
         s, o, w, d = window
         keys = [F.col(k) for k in self.keys]
-        by_key = Window.partitionBy(*keys) if keys else Window.partitionBy(F.lit(0))
         u = F.expr(EVENT_END)
-        events = rows.where(F.col(REASON).isNull())
-
-        # the partial columns an event contributes (over the event's columns), and the state's windows' schema
         contribution = [c.contribution.alias(c.name) for c in self.columns]
+        events = rows.where(F.col(REASON).isNull())
         probe = events.select(*keys, F.lit(0).cast("long").alias(K), *contribution)
         window_schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in probe.schema.fields])
-        state_keys, state_windows = self._state_frames(rows, self.state.load(batch_id), window_schema)
+        saved = self.state.load(batch_id)
+        state_keys, state_windows = self._state_frames(rows, saved, window_schema)
 
-        same_key = [F.col(k).eqNullSafe(F.col(f"_sk_{k}")) for k in self.keys]
-        joined_state = state_keys.select(*[F.col(k).alias(f"_sk_{k}") for k in self.keys],
-                                         F.col(K0).alias(S_K0), F.col(CLOCK).alias(S_CLOCK),
-                                         F.col(FIRST_OPEN).alias(S_FIRST_OPEN))  # fmt: skip
-        if self.keys:
-            events = events.join(F.broadcast(joined_state), functools.reduce(lambda x, y: x & y, same_key), "left")
-            events = events.drop(*[f"_sk_{k}" for k in self.keys])
-        else:
-            events = events.join(F.broadcast(joined_state), how="left")
-        state_clock = F.col(S_CLOCK) if advance is None else F.greatest(F.col(S_CLOCK), F.lit(advance))
-        state_clock = F.when(F.col(S_CLOCK).isNotNull(), state_clock)  # an advance moves known keys only
-        if self.cfg.query.series_start == "first":  # a new key's series starts at its first event in end order
-            series = F.min_by(F.col(START), F.struct(u, F.col(SEQ))).over(by_key)
-        else:
-            series = F.lit(int(self.cfg.query.series_start)).cast("long")
-        events = events.withColumn("_series_start", series)
-        # a new key's first window: the first one ending after its series start
-        k0 = F.coalesce(F.col(S_K0), F.expr(f"{_floordiv(f'_series_start - {o + w}', s)} + 1"))
-        clock = F.greatest(state_clock, u)  # greatest skips nulls: a new key's clock is the event's own u
-        events = events.withColumn(K0, k0).withColumn("_clock_at", clock)
-        first = F.expr(_first_overlapped(self.cfg))
-        open_first = F.expr(f"(-{_floordiv(f'{o + w + d} - _clock_at', s)})")
-        a = F.greatest(first, open_first, F.col(K0), F.col(S_FIRST_OPEN))
-        b = F.expr(_last_overlapped(self.cfg))
-        events = events.withColumn("_a", a).withColumn("_b", b)
-        events = events.withColumn("_missed", F.greatest(F.least(F.col("_b") + 1, F.col("_a")) - first, F.lit(0)))
+        # per event: the clock at arrival (the key's state clock, advanced by --idle-flush, then its own u) and
+        # its run [a, b], with the state's bounds; a new key's first window comes on the driver
+        state_clock = F.col(CLOCK) if advance is None else F.greatest(F.col(CLOCK), F.lit(advance))
+        info = state_keys.select(*[F.col(k).alias(f"_sk_{k}") for k in self.keys], F.col(K0).alias(S_K0),
+                                 state_clock.alias(S_CLOCK), F.col(FIRST_OPEN).alias(S_FIRST_OPEN))  # fmt: skip
+        events = self._by_key(events, info, "left")
+        clock_at = f"greatest({S_CLOCK}, {EVENT_END})"  # greatest skips nulls: a new key's clock is u
+        a = F.expr(f"greatest({_first_overlapped(self.cfg)}, -{_floordiv(f'{o + w + d} - {clock_at}', s)},"
+                   f" {S_K0}, {S_FIRST_OPEN})")  # fmt: skip
+        events = events.select("*", F.expr(_first_overlapped(self.cfg)).alias("_first"), a.alias("_a"),
+                               F.expr(_last_overlapped(self.cfg)).alias("_b"))  # fmt: skip
+        missed = F.greatest(F.least(F.col("_b") + 1, F.col("_a")) - F.col("_first"), F.lit(0))
 
-        # per key after the batch: k0, clock, and the first window it keeps open
-        batch_keys = events.groupBy(*keys).agg(F.first(K0).alias(K0), F.max(F.col("_clock_at")).alias(CLOCK),
-                                               F.first(S_FIRST_OPEN).alias(S_FIRST_OPEN))  # fmt: skip
-        carried = state_keys.select(*keys, F.col(K0), (F.greatest(F.col(CLOCK), F.lit(advance))
-                                    if advance is not None else F.col(CLOCK)).alias(CLOCK),
-                                    F.col(FIRST_OPEN).alias(S_FIRST_OPEN))  # fmt: skip
-        merged_keys = carried.unionByName(batch_keys).groupBy(*keys).agg(
-            F.first(K0).alias(K0), F.max(CLOCK).alias(CLOCK), F.max(S_FIRST_OPEN).alias(S_FIRST_OPEN)
-        ).where(F.col(CLOCK).isNotNull())  # no key at all: no row (a global aggregate gives one of nulls)
-        if drain:  # OpenWindows.flush: nothing stays open
-            release = F.greatest(F.col(S_FIRST_OPEN), F.expr(f"{_floordiv(f'{CLOCK} - {o} - 1', s)} + 1"), F.col(K0))
-        else:
-            release = F.greatest(F.col(K0), F.expr(f"(-{_floordiv(f'{o + w + d} - {CLOCK}', s)})"), F.col(S_FIRST_OPEN))
-        key_info = merged_keys.select(*keys, K0, CLOCK, release.alias(RELEASE))
-
-        # the windows: the batch's contributions over [a, b], merged with the state's partials
+        # the windows: the batch's contributions over [a, b], merged with the state's partials, lowered where
+        # Spark can (an exact integer sum is joined on the driver, as vector does: joined_sums)
         exploded = events.where(F.col("_a") <= F.col("_b")).select(
             *keys, F.explode(F.sequence(F.col("_a"), F.col("_b"))).alias(K), *contribution)
         merged = (exploded.unionByName(state_windows).groupBy(*keys, K)
                   .agg(*[MERGE[c.merge](F.col(c.name)).alias(c.name) for c in self.columns]))  # fmt: skip
-        info = key_info.select(*[F.col(k).alias(f"_sk_{k}") for k in self.keys], F.col(RELEASE))
-        if self.keys:
-            merged = merged.join(F.broadcast(info), functools.reduce(lambda x, y: x & y, same_key))
-            merged = merged.drop(*[f"_sk_{k}" for k in self.keys])
-        else:
-            merged = merged.crossJoin(F.broadcast(info))
-        released = merged.where(F.col(K) < F.col(RELEASE))
-        kept = merged.where(F.col(K) >= F.col(RELEASE)).drop(RELEASE)
-
-        # everything the driver needs, as one table: one Spark action
-        as_time = self.prepared.time_is_timestamp
-        start = F.col(K) * s + o
-        lowered = released.select(
-            F.lit("windows").alias(KIND), *keys, F.col(K).alias(ORDER),
-            to_time(start, self.cfg, as_time).alias("window_start"),
-            to_time(start + w, self.cfg, as_time).alias("window_end"),
-            *[p.lower().alias(name) for p, name in zip(self.parts, self.outputs, strict=True)],
-        )  # fmt: skip
-        late = events.where(F.col("_missed") > 0).select(
-            F.lit("late").alias(KIND), F.col(SEQ).alias(ORDER),
-            *[F.col(name).alias(internal) for name, internal in self.originals.items()],
-            F.col("_missed").cast("long").alias("windows_missed"))  # fmt: skip
+        lowered = [p.lower().alias(name) for p, name in zip(self.parts, self.outputs, strict=True)
+                   if p.exact_sum_of is None]  # fmt: skip
+        as_time, start = self.prepared.time_is_timestamp, F.col(K) * s + o
+        windows = merged.select(F.lit("windows").alias(KIND), *keys, F.col(K).alias(ORDER),
+                                to_time(start, self.cfg, as_time).alias("window_start"),
+                                to_time(start + w, self.cfg, as_time).alias("window_end"),
+                                *[F.col(c.name).alias(f"_p_{c.name}") for c in self.columns], *lowered)  # fmt: skip
+        per_key = events.groupBy(*keys).agg(
+            F.min_by(F.col(START), F.struct(u, F.col(SEQ))).alias("_first_start"),  # its first event in end order
+            F.max(u).alias("_max_u"), F.count(F.lit(1)).alias("_n"), F.max(END).alias("_max_end"),
+        ).select(F.lit("keys").alias(KIND), "*")  # fmt: skip
+        originals = [F.col(name).alias(internal) for name, internal in self.originals.items()]
+        maybe_late = events.where((missed > 0) | F.col(S_K0).isNull()).select(  # a new key's: decided on the driver
+            F.lit("late").alias(KIND), *keys, F.col(SEQ).alias(ORDER), *originals, "_first", "_a", "_b",
+            missed.cast("long").alias("windows_missed"))  # fmt: skip
         rejected = rows.where(F.col(REASON).isNotNull()).select(
-            F.lit("rejected").alias(KIND), F.col(SEQ).alias(ORDER),
-            *[F.col(name).alias(internal) for name, internal in self.originals.items()], F.col(REASON))  # fmt: skip
-        new_keys = key_info.select(F.lit("state_keys").alias(KIND), *keys, F.col(K0).alias("_sk0"),
-                                   F.col(CLOCK).alias("_sclock"), F.col(RELEASE).alias("_sfirst"))  # fmt: skip
-        held = kept.select(F.lit("state_windows").alias(KIND), *keys, F.col(K).alias(ORDER),
-                           *[F.col(c.name).alias(f"_p_{c.name}") for c in self.columns])  # fmt: skip
-        counts = rows.agg(F.lit("stats").alias(KIND), F.count(F.lit(1)).alias("_read"),
-                          F.count(REASON).alias("_rejected"),
-                          F.max(F.when(F.col(REASON).isNull(), F.col(END))).alias("_max_end"))  # fmt: skip
+            F.lit("rejected").alias(KIND), F.col(SEQ).alias(ORDER), *originals, F.col(REASON))  # fmt: skip
         everything = functools.reduce(lambda x, y: x.unionByName(y, allowMissingColumns=True),
-                                      [lowered, late, rejected, new_keys, held, counts])  # fmt: skip
+                                      [windows, per_key, maybe_late, rejected])  # fmt: skip
         table = everything.toArrow()
-        order = [(KIND, "ascending"), *[(k, "ascending") for k in self.keys], (ORDER, "ascending")]
-        table = table.sort_by(order)  # the same bytes when a batch is run again
+        return self._release(table, state_keys.schema if saved is None else saved[0], advance, drain, window)
+
+    def _release(self, table: pa.Table, saved: pa.Table | T.StructType, advance: int | None, drain: bool,
+                 window: tuple[int, int, int, int]) -> tuple[pa.Table, pa.Table, pa.Table, dict]:  # fmt: skip
+        """Per key after the batch (``OpenWindows.feed``, then ``flush`` with --drain): its first window, clock
+        and the first window it keeps open; the windows released, the late rows, the next state."""
+        import numpy as np
+
+        from spanning.engines.window_ranges import joined_sums
+
+        s, o, w, d = window
+        if isinstance(saved, T.StructType):  # no state yet
+            saved = _arrow_schema(saved).empty_table()
         kinds = table.column(KIND)
-        state_keys_out = table.filter(pc.equal(kinds, "state_keys")).select([*self.keys, "_sk0", "_sclock", "_sfirst"])
-        state_keys_out = state_keys_out.rename_columns([*self.keys, K0, CLOCK, FIRST_OPEN])
-        windows_out = table.filter(pc.equal(kinds, "state_windows")).select(
-            [*self.keys, ORDER, *[f"_p_{c.name}" for c in self.columns]])
-        windows_out = windows_out.rename_columns([*self.keys, K, *[c.name for c in self.columns]])
-        out = table.filter(pc.is_in(kinds, pa.array(["windows", "late", "rejected"])))
-        (stats,) = table.filter(pc.equal(kinds, "stats")).select(["_read", "_rejected", "_max_end"]).to_pylist()
-        counted = {"accepted": stats["_read"] - stats["_rejected"], "max_end": stats["_max_end"]}
-        return out, state_keys_out, windows_out, counted
+        wins, per_key, late, rejected = (table.filter(pc.equal(kinds, kind))
+                                         for kind in ("windows", "keys", "late", "rejected"))  # fmt: skip
+        parts = [saved, per_key, wins, late]
+        sizes = [t.num_rows for t in parts]
+        key_rows = pa.concat_tables([t.select(self.keys).cast(saved.select(self.keys).schema) for t in parts])
+        if self.keys:
+            codes = key_rows.to_pandas().groupby(self.keys, dropna=False, sort=False).ngroup().to_numpy()
+        else:
+            codes = np.zeros(key_rows.num_rows, np.int64)
+        at_state, at_batch, at_window, at_late = np.split(codes, np.cumsum(sizes)[:-1])
+        groups = int(codes.max()) + 1 if len(codes) else 0
+        never = np.iinfo(np.int64).min  # no clock yet: below every u
+
+        def per_group(at: np.ndarray, column: pa.ChunkedArray) -> np.ndarray:
+            out = np.full(groups, never, np.int64)
+            out[at] = column.to_numpy(zero_copy_only=False).astype(np.int64)
+            return out
+
+        known = np.zeros(groups, bool)
+        known[at_state] = True
+        state_clock = per_group(at_state, saved.column(CLOCK))
+        if advance is not None:
+            state_clock = np.where(known, np.maximum(state_clock, advance), never)
+        if self.cfg.query.series_start == "first":  # a new key's series starts at its first event in end order
+            series = per_group(at_batch, per_key.column("_first_start"))
+        else:
+            series = np.full(groups, int(self.cfg.query.series_start), np.int64)
+        k0 = np.where(known, per_group(at_state, saved.column(K0)), (series - (o + w)) // s + 1)
+        first_open = np.where(known, per_group(at_state, saved.column(FIRST_OPEN)), never)
+        clock = np.maximum(state_clock, per_group(at_batch, per_key.column("_max_u")))
+        if drain:  # OpenWindows.flush: nothing stays open
+            release = np.maximum(np.maximum(first_open, (clock - o - 1) // s + 1), k0)
+        else:  # the first window whose end + TTP the clock has not passed
+            release = np.maximum(np.maximum(k0, -((o + w + d - clock) // s)), first_open)
+
+        k = wins.column(ORDER).to_numpy()
+        in_series = k >= k0[at_window]  # a new key's runs were cut at its first window on the driver only
+        released = wins.filter(pa.array(in_series & (k < release[at_window])))
+        kept = wins.filter(pa.array(in_series & (k >= release[at_window])))
+        columns = {name: released.column(name) for name in [*self.keys, ORDER, "window_start", "window_end"]}
+        for p, name in zip(self.parts, self.outputs, strict=True):
+            if p.exact_sum_of is None:
+                columns[name] = released.column(name)
+            else:  # the count, high and low parts, joined (an OverflowError names the column)
+                count, high, low = (released.column(f"_p_{c.name}").to_numpy(zero_copy_only=False)
+                                    for c in p.columns)  # fmt: skip
+                sums, present = joined_sums(count, high, low, _overflow_message(self.prepared, p.exact_sum_of))
+                columns[name] = pa.array(sums, pa.int64(), mask=~present)
+        out_windows = pa.table({KIND: pa.array(["windows"] * released.num_rows, pa.string()), **columns})
+
+        # late rows: exact from Spark for known keys; for a new key, its first window may make a call late
+        late_new = ~known[at_late]
+        a = np.maximum(late.column("_a").to_numpy(), np.where(late_new, k0[at_late], never))
+        missed = np.maximum(np.minimum(late.column("_b").to_numpy() + 1, a) - late.column("_first").to_numpy(), 0)
+        late = late.set_column(late.schema.get_field_index("windows_missed"), "windows_missed", pa.array(missed))
+        late = late.filter(pa.array(missed > 0))
+
+        first_rows = np.unique(codes, return_index=True)[1]
+        keys_out = key_rows.take(pa.array(first_rows))
+        for name, values in ((K0, k0), (CLOCK, clock), (FIRST_OPEN, release)):
+            keys_out = keys_out.append_column(name, pa.array(values))
+        windows_out = kept.select([*self.keys, ORDER, *[f"_p_{c.name}" for c in self.columns]]).rename_columns(
+            [*self.keys, K, *[c.name for c in self.columns]])  # fmt: skip
+        sort = [(k, "ascending") for k in self.keys]
+        out = pa.concat_tables([out_windows.sort_by([*sort, (ORDER, "ascending")]),
+                                late.sort_by([(ORDER, "ascending")]), rejected.sort_by([(ORDER, "ascending")])],
+                               promote_options="permissive")  # fmt: skip
+        counts = per_key.column("_n")
+        ends = per_key.column("_max_end")
+        counted = {"accepted": int(pc.sum(counts).as_py() or 0),
+                   "max_end": pc.max(ends).as_py() if per_key.num_rows else None}  # fmt: skip
+        return (out, keys_out.sort_by(sort) if sort else keys_out,
+                windows_out.sort_by([*sort, (K, "ascending")]), counted)  # fmt: skip
+
+    def _by_key(self, frame: DataFrame, info: DataFrame, how: str) -> DataFrame:
+        """``frame`` joined to per-key ``info`` (keys renamed ``_sk_<key>``; broadcast: one row per key)."""
+        if not self.keys:
+            return frame.join(F.broadcast(info), how=how)
+        same = functools.reduce(lambda x, y: x & y, [F.col(k).eqNullSafe(F.col(f"_sk_{k}")) for k in self.keys])
+        return frame.join(F.broadcast(info), same, how).drop(*[f"_sk_{k}" for k in self.keys])
 
 
 def _arrow_schema(schema: T.StructType) -> pa.Schema:

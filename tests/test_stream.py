@@ -26,8 +26,8 @@ SAMPLE = ROOT / "data" / "sample_cdr.csv"
 QUERY = ["--range", "15m", "--slide", "5m", "--ttp", "10m", "--start", "start", "--end", "end", "--key", "cell",
          "--agg", "count", "--agg", "sum:bytes", "--agg", "max:duration"]  # fmt: skip
 AGGS = {"count": "count", "sum_bytes": "sum:bytes", "max_duration": "max:duration"}
-# every stream test runs on both paths: micro-batches in the JVM with a state table (the default for these
-# aggregates), and Spark's transformWithStateInPandas with the engine in Python
+# every stream test runs on both paths: micro-batches in the JVM with a state table (--processor jvm), and
+# Spark's transformWithStateInPandas with the engine in Python (the default)
 PROCESSORS = ["jvm", "python"]
 
 
@@ -236,6 +236,35 @@ def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle
         summary = summary_of(tmp_path / output)
         assert summary["rows_read"] == summary["accepted"] == len(calls) and summary["held_windows"] == 0
     assert len(missed) > 0 and summary_of(tmp_path / "rounds")["late"] == len(missed)
+
+
+def test_the_jvm_state_is_parquet_a_user_can_read_and_old_versions_are_removed(in_order):
+    state = in_order / "chk" / "spanning" / "state"
+    if not state.exists():
+        assert in_order.name.startswith("stream-in-order-python")
+        return
+    import pyarrow.parquet as pq
+
+    versions = sorted(int(p.name.split("=")[1]) for p in state.glob("batch=*"))
+    assert len(versions) == 10 and versions[-1] == summary_of(in_order / "out")["batches"] - 1  # --state-versions
+    keys = pq.read_table(state / f"batch={versions[-1]}" / "keys.parquet").to_pandas()
+    windows = pq.read_table(state / f"batch={versions[-1]}" / "windows.parquet")
+    assert len(keys) == summary_of(in_order / "out")["keys"] > 0 and windows.num_rows == 0  # drained: none held
+    assert {"_k0", "_clock", "_first_open"} <= set(keys.columns)
+
+
+def test_restart_with_the_other_processor_is_refused_and_jvm_names_what_it_cannot_run(in_order, tmp_path, capsys):
+    other = "python" if (in_order / "chk" / "spanning" / "state").exists() else "jvm"
+    code = stream_cli(str(in_order / "in"), "--output", str(in_order / "out"), "--checkpoint", str(in_order / "chk"),
+                      *QUERY, "--master", "local[2]", "--processor", other)  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "was made for another query" in err and f"-> '{other}'" in err and "Traceback" not in err
+    code = stream_cli(str(in_order / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
+                      *QUERY, "--agg", "stddev:bytes", "--master", "local[2]", "--processor", "jvm")  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--processor jvm cannot run this query" in err and "--processor python" in err and "Traceback" not in err
 
 
 def test_restart_with_other_windows_is_refused(in_order, capsys):

@@ -133,8 +133,8 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--processor", choices=PROCESSORS, default="auto",
                    help="jvm: each micro-batch joined to a per-key state table under the checkpoint and reduced in"
                    " the JVM (count, sum, mean, min, max); python: Spark's transformWithStateInPandas with the"
-                   " engine in Python (every aggregate and technique); auto (default): jvm when the query allows"
-                   " it. Fixed for a checkpoint")  # fmt: skip
+                   " engine in Python (every aggregate and technique; faster today, see docs/STREAMING.md); auto"
+                   " (default): python, or the checkpoint's own on a restart. Fixed for a checkpoint")  # fmt: skip
     p.add_argument("--state-versions", type=int, default=10, metavar="N",
                    help="jvm: state versions kept under the checkpoint (default 10)")  # fmt: skip
     p.set_defaults(handler=_stream, series_start="first")
