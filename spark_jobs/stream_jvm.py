@@ -26,9 +26,8 @@ Suzanne et al., §3.2.2), with no row crossing into Python:
   run again after a crash therefore reads the same state and writes the same rows. Versions older than
   ``--state-versions`` batches are removed.
 
-One Spark action per batch computes everything (released windows, late and rejected rows, the new state) as
-one Arrow table on the driver; a second, tiny one reads the batch's control rows (a filter that prunes the
-CDR files away).
+One Spark action per batch computes everything (the merged windows, late and rejected rows, each key's batch
+aggregates, the control rows) as one Arrow table on the driver, which then decides per key (``_release``).
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -133,30 +132,39 @@ class JvmMicroBatch:
         key_schema = T.StructType([*self._key_fields(batch), *[T.StructField(c, T.LongType(), False)
                                                                for c in (K0, CLOCK, FIRST_OPEN)]])  # fmt: skip
         if saved is None:
-            return spark.createDataFrame([], key_schema), spark.createDataFrame([], window_schema)
+            saved = (_arrow_schema(key_schema).empty_table(), _arrow_schema(window_schema).empty_table())
         keys, windows = saved
-        return (spark.createDataFrame(keys.cast(_arrow_schema(key_schema)), key_schema),
-                spark.createDataFrame(windows.cast(_arrow_schema(window_schema)), window_schema))  # fmt: skip
+        before = SparkSession._activeSession  # createDataFrame makes the batch's session the process's active one
+        try:
+            return (spark.createDataFrame(keys.cast(_arrow_schema(key_schema)), key_schema),
+                    spark.createDataFrame(windows.cast(_arrow_schema(window_schema)), window_schema))  # fmt: skip
+        finally:
+            SparkSession._activeSession = before  # the caller's session stays active (its time zone, its conf)
 
     def table(self, batch: DataFrame, batch_id: int) -> tuple[pa.Table, dict]:
         """The batch's released windows, late and rejected rows in ``stream.BatchWriter``'s columns, and its
         stats (the new state version is written on the way)."""
         cfg = self.cfg
         s, o, w, d = cfg.query.slide, cfg.query.offset, cfg.query.range, cfg.query.ttp
-        controls = batch.where(F.col(self.control).isNotNull()).select(self.control, self.flush).collect()
-        advance = max((r[0] for r in controls if not r[1]), default=None)  # --idle-flush: clocks to at least this
-        drain = any(r[1] for r in controls)  # --drain: every held window released after this batch
+        # the control rows (--idle-flush's clock, --drain's flag) in the same Spark action: a filter that
+        # prunes the CDR files away, aggregated to one row
+        controls = batch.where(F.col(self.control).isNotNull()).agg(
+            F.max(F.when(~F.col(self.flush), F.col(self.control))).alias("_advance"),
+            F.max(F.col(self.flush).cast("int")).alias("_drain"))  # fmt: skip
         rows = batch.where(F.col(self.control).isNull()).persist()  # read once, used by every branch
+        spark, adaptive = batch.sparkSession, batch.sparkSession.conf.get("spark.sql.adaptive.enabled")
+        spark.conf.set("spark.sql.adaptive.enabled", "false")  # one job of a few small stages: no stage-by-stage
         try:
-            table, state_keys, state_windows, counted = self._compute(rows, batch_id, advance, drain, (s, o, w, d))
+            table, state_keys, state_windows, counted = self._compute(rows, controls, batch_id, (s, o, w, d))
         finally:
+            spark.conf.set("spark.sql.adaptive.enabled", adaptive)
             rows.unpersist()
         size = self.state.save(batch_id, state_keys, state_windows)
         stats = {**counted, "keys": state_keys.num_rows, "held_windows": state_windows.num_rows,
                  "state_bytes": size}  # fmt: skip
         return table, stats
 
-    def _compute(self, rows: DataFrame, batch_id: int, advance: int | None, drain: bool,
+    def _compute(self, rows: DataFrame, controls: DataFrame, batch_id: int,
                  window: tuple[int, int, int, int]) -> tuple[pa.Table, pa.Table, pa.Table, dict]:  # fmt: skip
         """One Spark action, then the per-key decisions on the driver (``_release``).
 
@@ -178,9 +186,10 @@ class JvmMicroBatch:
 
         # per event: the clock at arrival (the key's state clock, advanced by --idle-flush, then its own u) and
         # its run [a, b], with the state's bounds; a new key's first window comes on the driver
-        state_clock = F.col(CLOCK) if advance is None else F.greatest(F.col(CLOCK), F.lit(advance))
-        info = state_keys.select(*[F.col(k).alias(f"_sk_{k}") for k in self.keys], F.col(K0).alias(S_K0),
-                                 state_clock.alias(S_CLOCK), F.col(FIRST_OPEN).alias(S_FIRST_OPEN))  # fmt: skip
+        state_clock = F.greatest(F.col(CLOCK), F.col("_advance"))  # greatest skips nulls: no advance, no change
+        info = state_keys.crossJoin(F.broadcast(controls)).select(
+            *[F.col(k).alias(f"_sk_{k}") for k in self.keys], F.col(K0).alias(S_K0), state_clock.alias(S_CLOCK),
+            F.col(FIRST_OPEN).alias(S_FIRST_OPEN))  # fmt: skip
         events = self._by_key(events, info, "left")
         clock_at = f"greatest({S_CLOCK}, {EVENT_END})"  # greatest skips nulls: a new key's clock is u
         a = F.expr(f"greatest({_first_overlapped(self.cfg)}, -{_floordiv(f'{o + w + d} - {clock_at}', s)},"
@@ -212,10 +221,13 @@ class JvmMicroBatch:
             missed.cast("long").alias("windows_missed"))  # fmt: skip
         rejected = rows.where(F.col(REASON).isNotNull()).select(
             F.lit("rejected").alias(KIND), F.col(SEQ).alias(ORDER), *originals, F.col(REASON))  # fmt: skip
+        control_row = controls.select(F.lit("controls").alias(KIND), "_advance", "_drain")
         everything = functools.reduce(lambda x, y: x.unionByName(y, allowMissingColumns=True),
-                                      [windows, per_key, maybe_late, rejected])  # fmt: skip
+                                      [windows, per_key, maybe_late, rejected, control_row])  # fmt: skip
         table = everything.toArrow()
-        return self._release(table, state_keys.schema if saved is None else saved[0], advance, drain, window)
+        (control,) = table.filter(pc.equal(table.column(KIND), "controls")).select(["_advance", "_drain"]).to_pylist()
+        return self._release(table, state_keys.schema if saved is None else saved[0], control["_advance"],
+                             bool(control["_drain"]), window)  # fmt: skip
 
     def _release(self, table: pa.Table, saved: pa.Table | T.StructType, advance: int | None, drain: bool,
                  window: tuple[int, int, int, int]) -> tuple[pa.Table, pa.Table, pa.Table, dict]:  # fmt: skip
