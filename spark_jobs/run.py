@@ -45,7 +45,7 @@ from spark_jobs.prepare import (
     parquet_times_sample,
     quoted,
 )
-from spark_jobs.session import get_session
+from spark_jobs.session import get_session, warm_python_workers
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
 
 HEIGHT_SAMPLE = 200_000  # events measured for --height auto
@@ -106,6 +106,7 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
 
     weights = None  # the keys' shares of a sample, to place vector's keys on its tasks
     if any(c.plan == "vector" for c in choices):
+        warm_python_workers(spark, ("numpy", "pyarrow", "spanning.engines.window_ranges"))
         weights = parquet_key_weights(prepared, cfg.events.keys, PLAN_SAMPLE)  # on the driver: no Spark job
 
     def window_part(spec: RunConfig, choice: Choice) -> DataFrame:

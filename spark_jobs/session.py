@@ -222,6 +222,34 @@ def ship_engine(spark) -> Path | None:
     return target
 
 
+def warm_python_workers(spark, modules: tuple[str, ...]) -> threading.Thread:
+    """Start the executors' Python workers, importing ``modules``, in a background job while the driver plans.
+
+    A run whose plan calls Python (``vector``'s ``mapInArrow``) otherwise starts them in its windows stage: the
+    daemon, a worker per core and their imports cost that stage about a second on its first tasks, while a core
+    sat idle as the driver planned (docs/BENCHMARKS.md). Workers are reused (``spark.python.worker.reuse``), so
+    the stage finds them started. A warm-up only: a failure here is left to the query to report.
+    """
+    cores = spark.sparkContext.defaultParallelism
+
+    def start_worker(batches):  # runs on the executors
+        import importlib
+
+        for name in modules:
+            importlib.import_module(name)
+        yield from batches
+
+    def warm() -> None:
+        try:
+            spark.range(0, cores, 1, cores).mapInArrow(start_worker, "id long").collect()
+        except Exception:  # noqa: BLE001 - the query itself reports what is wrong with the workers
+            pass
+
+    thread = threading.Thread(target=warm, name="spanning-warm-python-workers", daemon=True)
+    thread.start()
+    return thread
+
+
 def workers_import_the_engine(master: str, worker_python: str) -> bool:
     """Whether Python workers import ``ENGINE_PACKAGES`` from the files this process imports them from: a local
     master (executors in this JVM, workers started in this folder with this environment), workers running this

@@ -186,3 +186,13 @@ def test_a_worker_importing_one_kernel_does_not_import_pandas_and_the_public_nam
             "assert not missing, missing; from spanning import Engine, WindowSpec, count; print('ok')")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_python_workers_are_warmed_in_the_background_and_a_failing_warm_up_is_silent(spark):
+    from spark_jobs.session import warm_python_workers
+
+    warmed = warm_python_workers(spark, ("numpy", "spanning.engines.window_ranges"))
+    failing = warm_python_workers(spark, ("no_such_module_for_spanning",))  # the query would report it, not this
+    for thread in (warmed, failing):
+        thread.join(timeout=120)
+        assert not thread.is_alive()
