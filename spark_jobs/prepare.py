@@ -450,18 +450,11 @@ def parquet_times_sample(inputs: Inputs | None, fields: EventFields, limit: int)
         return None
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     names = [fields.start, fields.end if fields.duration is None else fields.duration]
     per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
     chronon = 1_000 if fields.time_unit == "ms" else 1
-    try:
-        source = pq.ParquetFile(inputs.files[0])
-        if any(name not in source.schema_arrow.names for name in names):
-            return None
-        batch = next(source.iter_batches(batch_size=limit, columns=names), None)
-    except (OSError, pa.ArrowException):
-        return None
+    batch = _first_rows(inputs.files[0], names, limit)
     if batch is None:
         return None
     values = []
@@ -477,6 +470,21 @@ def parquet_times_sample(inputs: Inputs | None, fields: EventFields, limit: int)
     starts, ends = values[0], values[1] if fields.duration is None else values[0] + values[1]
     usable = np.isfinite(starts) & np.isfinite(ends) & (ends >= starts)
     return starts[usable].astype(np.int64), ends[usable].astype(np.int64)
+
+
+def _first_rows(path: str, columns: list[str], limit: int):
+    """The first ``limit`` rows of ``columns`` of a Parquet file, as one pyarrow RecordBatch, read on the driver;
+    None when a column is missing or the file cannot be read (the Spark job then reports what is wrong)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        source = pq.ParquetFile(path)
+        if any(name not in source.schema_arrow.names for name in columns):
+            return None
+        return next(source.iter_batches(batch_size=limit, columns=columns), None)
+    except (OSError, pa.ArrowException):
+        return None
 
 
 _ARROW_KEY_TYPES = {"string": T.StringType(), "large_string": T.StringType(), "int8": T.ByteType(),
@@ -525,18 +533,9 @@ def parquet_key_weights(prepared: Prepared, texts: list[str], limit: int) -> dic
     """
     if not prepared.local_parquet or len(texts) != 1 or list(texts) != prepared.keys:
         return None
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        source = pq.ParquetFile(prepared.inputs.files[0])
-        field = source.schema_arrow.field(texts[0]) if texts[0] in source.schema_arrow.names else None
-        if field is None or _ARROW_KEY_TYPES.get(str(field.type)) != prepared.rows.schema[key_column(0)].dataType:
-            return None
-        batch = next(source.iter_batches(batch_size=limit, columns=texts), None)
-    except (OSError, pa.ArrowException):
-        return None
-    if batch is None:
+    batch = _first_rows(prepared.inputs.files[0], texts, limit)
+    if batch is None or _ARROW_KEY_TYPES.get(str(batch.schema.field(0).type)) != prepared.rows.schema[
+            key_column(0)].dataType:  # fmt: skip
         return None
     counts = batch.column(0).value_counts()
     values, rows = counts.field(0).to_pylist(), counts.field(1).to_pylist()
