@@ -21,6 +21,9 @@ The query (``streaming_rows``)::
   buckets report their largest end, and with ``--idle-flush`` the driver writes the new watermark as a
   control file that the next batch hands to every bucket (``OpenWindows.advance``). ``available-now`` ends
   with a control file that flushes every key, as ``spanning run`` does at the end of its input.
+* **Two processors.** The above is ``--processor python`` (the default). ``--processor jvm`` keeps the same
+  query without the stateful step: ``foreachBatch`` reduces each batch in the JVM against a per-key state table
+  under the checkpoint (``spark_jobs.stream_jvm``); ``BatchWriter`` writes either one's rows the same way.
 * **Outputs, exactly once.** ``foreachBatch`` takes each batch's rows to the driver as Arrow (one Spark
   action), writes its windows, late and rejected rows into temporary folders and renames each to
   ``windows/batch=N`` (``late/``, ``rejected/``) only when complete; a batch run again after a crash

@@ -59,7 +59,7 @@ from spark_jobs.prepare import END, EVENT_END, REASON, SEQ, START, Prepared
 from spark_jobs.run import to_time
 
 STATE = "state"  # under CHECKPOINT/spanning/: batch=N/ keys.parquet and windows.parquet
-K0, CLOCK, FIRST_OPEN, RELEASE = "_k0", "_clock", "_first_open", "_release"
+K0, CLOCK, FIRST_OPEN = "_k0", "_clock", "_first_open"
 S_K0, S_CLOCK, S_FIRST_OPEN = "_s_k0", "_s_clock", "_s_first_open"  # the state's, joined to the batch's events
 KIND, ORDER = "_kind", "_order"
 
