@@ -48,15 +48,17 @@ from pyspark.sql import types as T
 from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.app.stream_command import StreamOptions
+from spark_jobs.plans import python_only
 from spark_jobs.prepare import END, REASON, SEQ, START, KindCounts, Prepared, prepare, read_input, valid_column
 from spark_jobs.run import to_time
-from spark_jobs.stream_jvm import STATE, JvmMicroBatch, StateTable, jvm_unsupported
+from spark_jobs.stream_jvm import STATE, JvmMicroBatch, StateTable
 from spark_jobs.windowed import result_type
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_flush"
 JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made for
+OLDER_PROCESSOR = "python"  # the processor of a checkpoint made before --processor existed
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
 FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
 STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "windows", "late", "rejected")  # per bucket
@@ -110,7 +112,7 @@ def check_checkpoint(folder: Path, record: dict) -> None:
     path = folder / JOB_FILE
     if path.exists():
         saved = json.loads(path.read_text())
-        saved.setdefault("processor", "python")  # checkpoints made before the JVM path
+        saved.setdefault("processor", OLDER_PROCESSOR)
         changed = [name for name in record if name != "schema" and saved.get(name) != record[name]]
         if changed:
             details = ", ".join(f"{name} {saved.get(name)!r} -> {record[name]!r}" for name in changed)
@@ -210,13 +212,13 @@ def choose_processor(cfg: RunConfig, options: StreamOptions, saved: dict) -> str
     auto stays with the Python processor: on bench/bench_stream.py's 1M CDRs the JVM path sustains about half
     its events/s today (docs/STREAMING.md, "The JVM micro-batch path"), so it is there for who asks for it.
     """
-    unsupported = jvm_unsupported(cfg)
+    unsupported = python_only(cfg)  # the JVM path merges SQL aggregates only, as the JVM plans
     if options.processor == "jvm" and unsupported:
         raise UsageError(f"--processor jvm cannot run this query: {unsupported}; use --processor python or auto")
     if options.processor != "auto":
         return options.processor
     if "format" in saved:  # a restart goes on with the state its checkpoint holds
-        return saved.get("processor", "python")
+        return saved.get("processor", OLDER_PROCESSOR)
     return "python"
 
 

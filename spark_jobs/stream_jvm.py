@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, key_column
 from spark_jobs.plans import (
@@ -53,7 +54,6 @@ from spark_jobs.plans import (
     _last_overlapped,
     _overflow_message,
     _partials,
-    python_only,
 )
 from spark_jobs.prepare import END, EVENT_END, REASON, SEQ, START, Prepared
 from spark_jobs.run import to_time
@@ -62,11 +62,6 @@ STATE = "state"  # under CHECKPOINT/spanning/: batch=N/ keys.parquet and windows
 K0, CLOCK, FIRST_OPEN = "_k0", "_clock", "_first_open"
 S_K0, S_CLOCK, S_FIRST_OPEN = "_s_k0", "_s_clock", "_s_first_open"  # the state's, joined to the batch's events
 KIND, ORDER = "_kind", "_order"
-
-
-def jvm_unsupported(cfg: RunConfig) -> str | None:
-    """Why a stream's query needs the Python processor, or None: the JVM path merges SQL aggregates only."""
-    return python_only(cfg)
 
 
 class StateTable:
@@ -122,22 +117,14 @@ class JvmMicroBatch:
         self.outputs = {aggregates[name]: spec for name, spec in specs.items()}  # internal column -> aggregate
         self.parts, self.columns = _partials(self.outputs, prepared)
 
-    # -- the schemas of the state, from the batch's own column types
-    def _key_fields(self, batch: DataFrame) -> list[T.StructField]:
-        return [T.StructField(k, batch.schema[k].dataType, True) for k in self.keys]
-
-    def _state_frames(self, batch: DataFrame, saved: tuple[pa.Table, pa.Table] | None,
-                      window_schema: T.StructType) -> tuple[DataFrame, DataFrame]:  # fmt: skip
-        spark = batch.sparkSession
-        key_schema = T.StructType([*self._key_fields(batch), *[T.StructField(c, T.LongType(), False)
-                                                               for c in (K0, CLOCK, FIRST_OPEN)]])  # fmt: skip
-        if saved is None:
-            saved = (_arrow_schema(key_schema).empty_table(), _arrow_schema(window_schema).empty_table())
-        keys, windows = saved
+    @staticmethod
+    def _state_frames(rows: DataFrame, saved: tuple[pa.Table, pa.Table],
+                      schemas: tuple[T.StructType, T.StructType]) -> tuple[DataFrame, DataFrame]:  # fmt: skip
+        """The state's keys and windows as DataFrames of the batch's session, from their Arrow tables."""
         before = SparkSession._activeSession  # createDataFrame makes the batch's session the process's active one
         try:
-            return (spark.createDataFrame(keys.cast(_arrow_schema(key_schema)), key_schema),
-                    spark.createDataFrame(windows.cast(_arrow_schema(window_schema)), window_schema))  # fmt: skip
+            return tuple(rows.sparkSession.createDataFrame(table.cast(to_arrow_schema(schema)), schema)
+                         for table, schema in zip(saved, schemas, strict=True))  # fmt: skip
         finally:
             SparkSession._activeSession = before  # the caller's session stays active (its time zone, its conf)
 
@@ -179,10 +166,13 @@ class JvmMicroBatch:
         u = F.expr(EVENT_END)
         contribution = [c.contribution.alias(c.name) for c in self.columns]
         events = rows.where(F.col(REASON).isNull())
+        # the state's schemas, from the batch's own column types; no version yet: empty tables of them
         probe = events.select(*keys, F.lit(0).cast("long").alias(K), *contribution)
-        window_schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in probe.schema.fields])
-        saved = self.state.load(batch_id)
-        state_keys, state_windows = self._state_frames(rows, saved, window_schema)
+        schemas = (T.StructType([*[T.StructField(k, rows.schema[k].dataType, True) for k in self.keys],
+                                 *[T.StructField(c, T.LongType(), False) for c in (K0, CLOCK, FIRST_OPEN)]]),
+                   T.StructType([T.StructField(f.name, f.dataType, True) for f in probe.schema.fields]))  # fmt: skip
+        saved = self.state.load(batch_id) or tuple(to_arrow_schema(schema).empty_table() for schema in schemas)
+        state_keys, state_windows = self._state_frames(rows, saved, schemas)
 
         # per event: the clock at arrival (the key's state clock, advanced by --idle-flush, then its own u) and
         # its run [a, b], with the state's bounds; a new key's first window comes on the driver
@@ -226,10 +216,9 @@ class JvmMicroBatch:
                                       [windows, per_key, maybe_late, rejected, control_row])  # fmt: skip
         table = everything.toArrow()
         (control,) = table.filter(pc.equal(table.column(KIND), "controls")).select(["_advance", "_drain"]).to_pylist()
-        return self._release(table, state_keys.schema if saved is None else saved[0], control["_advance"],
-                             bool(control["_drain"]), window)  # fmt: skip
+        return self._release(table, saved[0], control["_advance"], bool(control["_drain"]), window)
 
-    def _release(self, table: pa.Table, saved: pa.Table | T.StructType, advance: int | None, drain: bool,
+    def _release(self, table: pa.Table, saved: pa.Table, advance: int | None, drain: bool,
                  window: tuple[int, int, int, int]) -> tuple[pa.Table, pa.Table, pa.Table, dict]:  # fmt: skip
         """Per key after the batch (``OpenWindows.feed``, then ``flush`` with --drain): its first window, clock
         and the first window it keeps open; the windows released, the late rows, the next state."""
@@ -238,8 +227,6 @@ class JvmMicroBatch:
         from spanning.engines.window_ranges import joined_sums
 
         s, o, w, d = window
-        if isinstance(saved, T.StructType):  # no state yet
-            saved = _arrow_schema(saved).empty_table()
         kinds = table.column(KIND)
         wins, per_key, late, rejected = (table.filter(pc.equal(kinds, kind))
                                          for kind in ("windows", "keys", "late", "rejected"))  # fmt: skip
@@ -321,9 +308,3 @@ class JvmMicroBatch:
             return frame.join(F.broadcast(info), how=how)
         same = functools.reduce(lambda x, y: x & y, [F.col(k).eqNullSafe(F.col(f"_sk_{k}")) for k in self.keys])
         return frame.join(F.broadcast(info), same, how).drop(*[f"_sk_{k}" for k in self.keys])
-
-
-def _arrow_schema(schema: T.StructType) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema)
