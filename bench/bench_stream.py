@@ -58,20 +58,25 @@ def make_files(folder: Path, rows: int, per_file: int, cells: int, fmt: str, day
     return files
 
 
-def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None, processor: str = "auto") -> dict:
+def _config(folder: Path, output: Path, aggregates: list[str], partitions: int | None = None):
+    """The benchmark's query over ``folder`` (``QUERY``, keyed by cell), as ``spanning stream`` takes it."""
     from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
     from spanning.app.jobspec import parse_duration as d
+
+    return RunConfig(
+        inputs=InputFiles([str(folder)]),
+        events=EventFields("start", "end", keys=["cell"]),
+        query=WindowQuery(d(QUERY["range"]), d(QUERY["slide"]), d(QUERY["ttp"]), aggregates, series_start="first"),
+        output=OutputOptions(str(output)),
+        spark=SparkOptions("local[2]", partitions),
+    )
+
+
+def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None, processor: str = "auto") -> dict:
     from spanning.app.stream_command import StreamOptions
     from spark_jobs.stream import run_stream
 
-    cfg = RunConfig(
-        inputs=InputFiles([str(folder)]),
-        events=EventFields("start", "end", keys=["cell"]),
-        query=WindowQuery(d(QUERY["range"]), d(QUERY["slide"]), d(QUERY["ttp"]),
-                          ["count", "sum:bytes", "max:duration"], series_start="first"),  # fmt: skip
-        output=OutputOptions(str(work / "out")),
-        spark=SparkOptions("local[2]", partitions),
-    )
+    cfg = _config(folder, work / "out", ["count", "sum:bytes", "max:duration"], partitions)
     options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True,
                             processor=processor)
     began = time.perf_counter()
@@ -87,17 +92,12 @@ def run_floor(folder: Path, work: Path) -> dict:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
-    from spanning.app.jobspec import parse_duration as d
     from spanning.app.stream_command import StreamOptions
     from spark_jobs.prepare import END, REASON
     from spark_jobs.stream import streaming_rows
 
     spark = SparkSession.getActiveSession()
-    cfg = RunConfig(inputs=InputFiles([str(folder)]), events=EventFields("start", "end", keys=["cell"]),
-                    query=WindowQuery(d(QUERY["range"]), d(QUERY["slide"]), d(QUERY["ttp"]), ["count"],
-                                      series_start="first"),
-                    output=OutputOptions(str(work / "floor-out")), spark=SparkOptions("local[2]"))  # fmt: skip
+    cfg = _config(folder, work / "floor-out", ["count"])
     job = streaming_rows(spark, cfg, StreamOptions(str(work / "floor-chk"), max_files_per_trigger=1, processor="jvm"))
     seconds = []
 
@@ -154,6 +154,11 @@ def _median(values) -> float | None:
     return round(float(np.median(values)), 2) if values else None
 
 
+def _p95(values) -> float | None:
+    values = list(values)
+    return round(float(np.percentile(values, 95)), 2) if values else None
+
+
 def report(result: dict) -> dict:
     batches = [b for b in result["batches"] if b["rows_read"]]
     steady = batches[1:]  # after the warm-up batch; the final flush reads no rows
@@ -167,7 +172,7 @@ def report(result: dict) -> dict:
         "wall_seconds": round(result["wall"], 1),
         "sustained_events_per_second": round(rows / seconds) if seconds else None,
         "batch_seconds_median": round(float(np.median(latency)), 2) if len(latency) else None,
-        "batch_seconds_p95": round(float(np.percentile(latency, 95)), 2) if len(latency) else None,
+        "batch_seconds_p95": _p95(latency),
         "batch_seconds_max": round(float(latency.max()), 2) if len(latency) else None,
         "compute_seconds_median": _median(b["compute_seconds"] for b in steady),
         "write_seconds_median": _median(b["write_seconds"] for b in steady),
@@ -190,7 +195,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--peer", action="store_true", help="also the Spark SQL streaming query a user would write")
     parser.add_argument("--processor", choices=["auto", "jvm", "python"], default="auto",
-                        help="spanning stream's path (default auto: jvm for these aggregates)")
+                        help="spanning stream's processor (default auto: python)")
     parser.add_argument("--floor", action="store_true",
                         help="also the floor: read and validate each batch into a foreachBatch that only counts")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (ours, peer, ours, peer, ...)")
@@ -223,8 +228,7 @@ def main() -> int:
                                       (peer["rows"] - peer["rows"] / len(peer["batch_seconds"]))
                                       / sum(peer["batch_seconds"][1:])),
                                   "peer_batch_seconds_median": _median(peer["batch_seconds"][1:]),
-                                  "peer_batch_seconds_p95": round(float(np.percentile(peer["batch_seconds"][1:], 95)),
-                                                                  2) if len(peer["batch_seconds"]) > 1 else None,
+                                  "peer_batch_seconds_p95": _p95(peer["batch_seconds"][1:]),
                                   "peer_windows": peer["windows"], "peer_rows_dropped_by_watermark": peer["dropped"]},
                                  indent=1))  # fmt: skip
         if peers:
