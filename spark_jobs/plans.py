@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 
-from spanning.aggregates import SqlFunction, SumOverflowError, parse_aggregate
+from spanning.aggregates import ResultKind, SqlFunction, SumOverflowError, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
 from spanning.kernels.windows import event_ends
@@ -93,8 +93,15 @@ def python_only(cfg: RunConfig) -> str | None:
     if cfg.query.empty_windows == "emit":
         return "--empty-windows emit is written by the Python plan"
     if not jvm_aggregates(cfg):
-        return "an aggregate other than count, sum, mean, min and max"
+        return ("an aggregate other than count, sum, mean, min, max and the distinct counts and quantiles"
+                " (count_distinct, percentile, approx_count_distinct, approx_percentile, hll_sketch, kll_sketch)")
     return None
+
+
+def sketches_or_sets(cfg: RunConfig) -> list[str]:
+    """The aggregates of ``cfg`` whose partials are sets, value lists or sketches: explode and dyadic merge
+    them (Spark's collect_set, collect_list, hll_union_agg, kll_merge_agg_double); range and vector cannot."""
+    return [a for a in cfg.query.aggregates if parse_aggregate(a).capabilities.sql in MERGED_AS_COLLECTIONS]
 
 
 def groups_by_its_key(prepared: Prepared) -> bool:
@@ -113,9 +120,13 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
     vectorisable = all(_vector_kind(prepared, a) for a in prepared.aggregates(cfg.query).values())
     per_event = windows_per_event(cfg, sample) if sample is not None and not needs_python else None
     sampled = per_event is not None  # a large input: its distinct keys for the ids cost little beside it
+    collections = sketches_or_sets(cfg)
     if plan != "auto":
         if needs_python:
             raise UsageError(f"--plan {plan} cannot run this query: {needs_python}; use --plan python or auto")
+        if plan in ("range", "vector") and collections:
+            raise UsageError(f"--plan {plan} cannot merge {collections[0]} (a set, a list of values or a sketch):"
+                             " use --plan explode, dyadic, python or auto")  # fmt: skip
         if plan == "range" and not rangeable:
             raise UsageError("--plan range covers count, count:col and sums or means of integer columns: "
                              "use dyadic or explode")  # fmt: skip
@@ -126,6 +137,12 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
                       ids and (plan in ("range", "dyadic", "vector") or (plan == "explode" and sampled)))  # fmt: skip
     if needs_python:
         return Choice("python", needs_python)
+    if collections:  # a set, a value list or a sketch per row: dyadic's log-many merges pay off only for long runs
+        if per_event is not None and per_event >= DYADIC_FROM:
+            return Choice("dyadic", f"{per_event:.1f} windows per event ≥ {DYADIC_FROM}: O(log) blocks per event,"
+                          f" sketches merged per block ({collections[0]})", per_event, ids)  # fmt: skip
+        return Choice("explode", f"{collections[0]}: merged per window from the events (explode)", per_event,
+                      ids and per_event is not None)  # fmt: skip
     if per_event is None:
         return Choice("explode", "a small input (no sample measured): the explode is never far from the best")
     if vectorisable and prepared.keys and per_event >= VECTOR_FROM:
@@ -182,6 +199,8 @@ def _range_kind(prepared: Prepared, spec: str) -> bool:
 
 def _vector_kind(prepared: Prepared, spec: str) -> bool:
     agg = parse_aggregate(spec)
+    if agg.capabilities.sql in MERGED_AS_COLLECTIONS:
+        return False
     return agg.column is None or isinstance(prepared.value_types[agg.column], (T.LongType, T.DoubleType))
 
 
@@ -349,8 +368,9 @@ class PartialColumn(NamedTuple):
     """One merged column of an aggregate: what each event contributes and how contributions merge."""
 
     name: str
-    merge: str  # "sum" | "max" | "min"
-    derive: str  # an event's contribution: "one", "valid" (1 if it has a value), "value" (null if none), and
+    merge: str  # "sum" | "max" | "min" | "set" | "list" | "hll:<lgK>" | "kll:<K>" (see ``merged``)
+    derive: str  # an event's contribution: "one", "valid" (1 if it has a value), "value" (null if none), "double"
+    # (the value as a double, null if none), and
     # "high" / "low" (value >> 32 and value & LOW_BITS, 0 if none); _vectorised derives the same in numpy
     source: str | None = None  # the internal value column it derives from
 
@@ -359,11 +379,15 @@ class PartialColumn(NamedTuple):
         """An event's contribution, over the internal columns."""
         if self.derive == "one":
             return F.lit(1).cast("long")
+        if self.derive == "plain":  # a column read as it is (text, for count_distinct and hll_sketch): nulls are null
+            return F.col(self.source)
         value, valid = F.col(self.source), F.col(valid_column(self.source))
         if self.derive == "valid":
             return valid.cast("long")
         if self.derive == "value":
             return F.when(valid, value)
+        if self.derive == "double":
+            return F.when(valid, value.cast("double"))
         part = F.shiftright(value, 32) if self.derive == "high" else value.bitwiseAND(F.lit(LOW_BITS))
         return F.when(valid, part).otherwise(0)
 
@@ -378,6 +402,81 @@ class Partial:
 
 
 MERGE = {"sum": F.sum, "max": F.max, "min": F.min}
+MERGED_AS_COLLECTIONS = (SqlFunction.COUNT_DISTINCT, SqlFunction.PERCENTILE, SqlFunction.HLL, SqlFunction.KLL)
+
+
+def merged(column: PartialColumn, from_events: bool) -> Column:
+    """One partial column merged over a group: the events' contributions (``from_events``) or merged partials.
+
+    Sums, mins and maxes merge the same either way; a set, a value list or a sketch is built from the events
+    (collect_set, collect_list, hll_sketch_agg, kll_sketch_agg_double) and merged from partials (their union,
+    concatenation, hll_union_agg, kll_merge_agg_double).
+    """
+    kind, _, size = column.merge.partition(":")
+    source = column.contribution if from_events else F.col(column.name)
+    if kind in MERGE:
+        return MERGE[kind](source)
+    if kind == "set":
+        return F.collect_set(source) if from_events else F.array_distinct(F.flatten(F.collect_list(source)))
+    if kind == "list":
+        return F.collect_list(source) if from_events else F.flatten(F.collect_list(source))
+    if kind == "hll":
+        return F.hll_sketch_agg(source, int(size)) if from_events else F.hll_union_agg(source)
+    if kind == "kll":
+        return F.kll_sketch_agg_double(source, int(size)) if from_events else F.kll_merge_agg_double(source)
+    raise ValueError(f"no merge {column.merge!r}")
+
+
+def _order_free_hll(sketch: Column) -> Column:
+    """``spanning.aggregates.distinct.order_free`` in SQL: an HLL-mode sketch flagged out of order (bit 4 of
+    byte 5), so that ``hll_sketch_estimate`` uses the registers' estimate, as the Python engines do."""
+    def byte(i: int) -> Column:
+        return F.conv(F.hex(F.substring(sketch, i + 1, 1)), 16, 10).cast("int")
+
+    flagged = F.concat(F.substring(sketch, 1, 5), F.unhex(F.lpad(F.hex(byte(5).bitwiseOR(F.lit(16))), 2, "0")),
+                       F.substring(sketch, 7, F.length(sketch)))  # fmt: skip
+    return F.when(byte(7).bitwiseAND(F.lit(3)) == 2, flagged).otherwise(sketch)
+
+
+def _percentile_of_list(values: Column, q: float) -> Column:
+    """Spark's ``percentile`` over a value list (``spanning.aggregates.distinct.percentile_of_sorted``)."""
+    ordered = F.array_sort(values)
+    position = (F.size(ordered) - 1).cast("double") * F.lit(q)
+    lower, higher = F.floor(position), F.ceil(position)
+    low = F.element_at(ordered, (lower + 1).cast("int")).cast("double")
+    high = F.element_at(ordered, (higher + 1).cast("int")).cast("double")
+    interpolated = F.when(lower == higher, low).otherwise((higher - position) * low + (position - lower) * high)
+    return F.when(F.size(ordered) > 0, interpolated)
+
+
+def _collection_partial(agg, prepared: Prepared) -> Partial:
+    """count_distinct, percentile and the sketches: one set, list or sketch column per column (and size),
+    shared by every aggregate that needs it (several quantiles of a column read one list or sketch)."""
+    c, sql = agg.column, agg.capabilities.sql
+    derive = "value" if c in prepared.value_types else "plain"  # a number, or a column as read (text)
+    if sql is SqlFunction.COUNT_DISTINCT:
+        name = f"_set{c}"
+        return Partial([PartialColumn(name, "set", derive, c)], lambda: F.size(F.col(name)).cast("long"))
+    if sql is SqlFunction.PERCENTILE:
+        name = f"_list{c}"
+        return Partial([PartialColumn(name, "list", "value", c)], lambda: _percentile_of_list(F.col(name), agg.q))
+    if sql is SqlFunction.HLL:
+        dtype = prepared.value_types.get(c) or prepared.result_types[c]
+        if not isinstance(dtype, (T.LongType, T.IntegerType, T.StringType, T.BinaryType)):
+            user = next(name for name, internal in prepared.values.items() if internal == c)
+            raise UsageError(f"{agg.name.split(':')[0]} of {user!r}: Spark's hll_sketch_agg takes integer and text"
+                             " columns, not doubles; use --plan python or --engine local (they hash doubles)")
+        name = f"_hll{c}_{agg.size}"
+        column = PartialColumn(name, f"hll:{agg.size}", derive, c)
+        if agg.capabilities.result is ResultKind.BINARY:
+            return Partial([column], lambda: _order_free_hll(F.col(name)))
+        return Partial([column], lambda: F.hll_sketch_estimate(_order_free_hll(F.col(name))))
+    name = f"_kll{c}_{agg.size}"
+    column = PartialColumn(name, f"kll:{agg.size}", "double", c)
+    some = F.kll_sketch_get_n_double(F.col(name)) > 0
+    if agg.capabilities.result is ResultKind.BINARY:
+        return Partial([column], lambda: F.when(some, F.col(name)))
+    return Partial([column], lambda: F.when(some, F.kll_sketch_get_quantile_double(F.col(name), F.lit(agg.q))))
 
 
 def _partial(spec: str, prepared: Prepared) -> Partial:
@@ -388,6 +487,8 @@ def _partial(spec: str, prepared: Prepared) -> Partial:
     """
     agg = parse_aggregate(spec)
     sql = agg.capabilities.sql
+    if sql in MERGED_AS_COLLECTIONS:
+        return _collection_partial(agg, prepared)
     if sql is SqlFunction.COUNT and agg.column is None:
         return Partial([PartialColumn("_n", "sum", "one")], lambda: F.col("_n"))
     c = agg.column
@@ -454,9 +555,7 @@ def _lowered(merged: DataFrame, keys: list[str], parts: list[Partial], outputs: 
 
 def _aggregated(frame: DataFrame, by: list, columns: list[PartialColumn], from_events: bool) -> DataFrame:
     """``frame`` grouped by ``by``: contributions of events (``from_events``) or merged partial columns."""
-    return frame.groupBy(*by).agg(*[
-        MERGE[c.merge](c.contribution if from_events else F.col(c.name)).alias(c.name) for c in columns
-    ])  # fmt: skip
+    return frame.groupBy(*by).agg(*[merged(c, from_events).alias(c.name) for c in columns])
 
 
 def _explode(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:

@@ -48,7 +48,7 @@ from pyspark.sql import types as T
 from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.app.stream_command import StreamOptions
-from spark_jobs.plans import python_only
+from spark_jobs.plans import python_only, sketches_or_sets
 from spark_jobs.prepare import END, REASON, SEQ, START, KindCounts, Prepared, prepare, read_input, valid_column
 from spark_jobs.run import to_time
 from spark_jobs.stream_jvm import STATE, JvmMicroBatch, StateTable
@@ -213,6 +213,9 @@ def choose_processor(cfg: RunConfig, options: StreamOptions, saved: dict) -> str
     its events/s today (docs/STREAMING.md, "The JVM micro-batch path"), so it is there for who asks for it.
     """
     unsupported = python_only(cfg)  # the JVM path merges SQL aggregates only, as the JVM plans
+    collections = sketches_or_sets(cfg)  # its state merges sums, mins and maxes with the batch's contributions
+    if unsupported is None and collections:
+        unsupported = f"{collections[0]} (a set, a list of values or a sketch in the state)"
     if options.processor == "jvm" and unsupported:
         raise UsageError(f"--processor jvm cannot run this query: {unsupported}; use --processor python or auto")
     if options.processor != "auto":

@@ -29,6 +29,8 @@ def result_type(spec: str, prepared: Prepared) -> T.DataType:
         return T.LongType()
     if kind is ResultKind.FLOAT:
         return T.DoubleType()
+    if kind is ResultKind.BINARY:
+        return T.BinaryType()
     if kind is ResultKind.INPUT:
         return prepared.value_types[agg.result_column]
     if kind is ResultKind.RESULT_COLUMN:

@@ -90,7 +90,11 @@ class PlaneSweeping:
             elif form is Form.ORDER:
                 states.append(_Extremes(agg))
             else:
-                raise ValueError(f"sweeping supports the built-in aggregates only, not {agg.name!r}")
+                raise ValueError(
+                    f"sweeping supports the built-in aggregates only, not {agg.name!r} (plane sweeping needs values"
+                    " that can leave a running form): use technique se-slicing, se-ml-slicing, tuple-buckets or"
+                    " aggregate-buckets"
+                )
         self.states = states
         self._updates = [state.update for state in states]
         self.starts = SortedList()  # (start, event id)

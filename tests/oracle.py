@@ -21,11 +21,25 @@ def evaluate(kind: str, args: list[str], members: list[tuple[int, dict]]):
         if not args:
             return len(members)
         return sum(1 for _, row in members if not is_null(row[args[0]]))
+    if kind in ("count_distinct", "approx_count_distinct") and all(is_null(row[args[0]]) for _, row in members):
+        return 0  # a count: 0, not null, over no value
     col = args[0]
     present = [(seq, row) for seq, row in members if not is_null(row[col])]
     values = [row[col] for _, row in present]
     if not values:
         return None
+    if kind in ("count_distinct", "approx_count_distinct"):  # an HLL of this few values is exact (coupon mode)
+        return len(set(values))
+    if kind == "approx_percentile":  # a KLL of at most K values is exact: the item of weight ⌈q·n⌉ (Spark's)
+        ordered, q = sorted(values), float(args[1])
+        return float(ordered[max(math.ceil(round(q * len(ordered), 7)), 1) - 1])
+    if kind == "percentile":  # Spark's percentile: position q·(n - 1), linear between its neighbours
+        ordered, q = sorted(values), float(args[1])
+        position = q * (len(ordered) - 1)
+        below, above = int(position // 1), -int(-position // 1)
+        if below == above:
+            return float(ordered[below])
+        return (above - position) * ordered[below] + (position - below) * ordered[above]
     if kind == "sum":
         return sum(values)
     if kind == "mean":

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spanning.app.jobspec import EVENTS_COLUMN, EventFields, InputFiles, RunConfig, WindowQuery
+from spanning.app.jobspec import EVENTS_COLUMN, EventFields, InputFiles, RunConfig, WindowQuery, output_name
 from tests.oracle import oracle
 
 RANGE_AGGS = ["count", "count:v", "sum:v", "mean:v"]
@@ -44,7 +44,7 @@ def streams(draw):
 
 def _oracle(frame: pd.DataFrame, window, ttp, series, aggs) -> tuple[dict, dict]:
     """Windows with events per (key, window_start), and windows_missed per id, from the oracle."""
-    names = {a.replace(":", "_"): a for a in aggs}
+    names = {output_name(a): a for a in aggs}
     windows, late = {}, {}
     for key, rows in frame.groupby("cell", dropna=False, sort=False):
         key = None if isinstance(key, float) and math.isnan(key) else key
@@ -88,7 +88,7 @@ def _plan_output(spark, tmp_path, frame, window, ttp, series, aggs, plan, ids=Tr
                              key_weights=weights)  # fmt: skip
     result = out.toPandas()
     seq_to_id = dict(prepared.rows.select("_seq", "id").toPandas().itertuples(index=False))
-    names = [a.replace(":", "_") for a in aggs]
+    names = [output_name(a) for a in aggs]
     windows = {
         (_py(r["cell"]), int(r["window_start"])): {n: _py(r[n]) for n in names}
         for _, r in result[result[LATE_SEQ].isna() & (result[EVENTS_COLUMN] > 0)].iterrows()

@@ -11,7 +11,8 @@ Each aggregate has two faces that give the same results, and declares what it is
 
 The modules: ``capabilities`` (what an aggregate is), ``columns`` (SQL nulls, exact integers, the batch
 columns), ``protocol`` (``Aggregate``, ``UserAggregate``), ``builtins`` (the built-in aggregates),
-``arrays`` (their array faces) and ``parser`` (constructors and the ``"kind:column"`` form).
+``arrays`` (their array faces), ``distinct`` (distinct counts and quantiles, exact and as DataSketches
+sketches) and ``parser`` (constructors and the ``"kind:column"`` form).
 Every name is re-exported here: import from ``spanning.aggregates``.
 
 SQL null semantics: nulls (None, NaN, pandas NA) are ignored; ``count`` counts events, ``count:col``
@@ -38,6 +39,14 @@ from spanning.aggregates.columns import (
     nullable,
     nullable_column,
 )
+from spanning.aggregates.distinct import (
+    ApproxCountDistinct,
+    ApproxPercentile,
+    CountDistinct,
+    HllSketch,
+    KllSketch,
+    Percentile,
+)
 from spanning.aggregates.parser import (
     BUILTIN_AGGREGATES,
     argmax,
@@ -57,6 +66,12 @@ from spanning.aggregates.protocol import Aggregate, UserAggregate
 
 __all__ = [
     "Aggregate",
+    "ApproxCountDistinct",
+    "ApproxPercentile",
+    "CountDistinct",
+    "HllSketch",
+    "KllSketch",
+    "Percentile",
     "ArgExtreme",
     "BatchColumns",
     "BUILTIN_AGGREGATES",

@@ -39,6 +39,7 @@ class ResultKind(Enum):
     FLOAT = "float"  # float64, null over no values (mean, stddev)
     INPUT = "input"  # the type of the aggregated column, ``result_column`` (sum, min, max)
     RESULT_COLUMN = "result-column"  # the type of the named result column, ``result_column`` (argmin:x:y)
+    BINARY = "binary"  # bytes: a serialized sketch (hll_sketch, kll_sketch)
     ANY = "any"  # whatever ``lower`` returns (user-defined aggregates)
 
     @property
@@ -62,6 +63,10 @@ class SqlFunction(Enum):
     AVG = "avg"
     MIN = "min"
     MAX = "max"
+    COUNT_DISTINCT = "count_distinct"  # count(DISTINCT column)
+    PERCENTILE = "percentile"  # percentile(column, q)
+    HLL = "hll_sketch_agg"  # hll_sketch_agg(column, lgK), its estimate or the sketch
+    KLL = "kll_sketch_agg_double"  # kll_sketch_agg_double(column, K), a quantile or the sketch
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spanning.aggregates.builtins import ArgExtreme, Count, Extreme, ExtremeCount, Mean, StdDev, Sum
+from spanning.aggregates.distinct import FORMS, parse_distinct
 from spanning.aggregates.protocol import Aggregate
 
 __all__ = [
@@ -108,8 +109,10 @@ def parse_aggregate(spec: str | Aggregate) -> Aggregate:
     if not isinstance(spec, str):
         raise ValueError(f"an aggregate must be a string like 'sum:bytes' or an Aggregate, got {spec!r}")
     kind, *args = spec.strip().split(":")
+    if kind in FORMS:  # distinct counts and quantiles, exact and sketched
+        return parse_distinct(kind, args)
     if kind not in BUILTIN_AGGREGATES:
-        known = ", ".join(sorted(BUILTIN_AGGREGATES))
+        known = ", ".join(sorted([*BUILTIN_AGGREGATES, *FORMS]))
         raise ValueError(f"unknown aggregate {spec!r}: the kinds are {known}")
     low, high = _ARITY.get(kind, (1, 1))
     if not low <= len(args) <= high or any(not a for a in args):

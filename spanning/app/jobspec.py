@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field, replace
 
-from spanning.aggregates import parse_aggregate
+from spanning.aggregates import ResultKind, parse_aggregate
 from spanning.engines.params import Execution
 from spanning.kernels.windows import WindowSpec
 
@@ -112,8 +112,9 @@ def user_errors(error: Exception, columns: dict[str, str]) -> Exception:
 
 
 def output_name(spec: str) -> str:
-    """Output column of an aggregate: ``count``, ``sum_bytes``, ``argmax_duration_caller``."""
-    return spec.replace(":", "_")
+    """Output column of an aggregate: ``count``, ``sum_bytes``, ``argmax_duration_caller``,
+    ``percentile_duration_0_95`` (no dot: Spark would read ``a.b`` as a field of ``a``)."""
+    return spec.replace(":", "_").replace(".", "_")
 
 
 def _one_of(option: str, value: object, allowed: tuple) -> None:
@@ -294,6 +295,11 @@ class RunConfig:
         _one_of("engine", self.engine, ("spark", "local"))
         if self.execution.sharing not in ("all", "none", "weaveshare"):
             raise UsageError(f"bad --sharing {self.execution.sharing!r}: use all, none or weaveshare")
+        if self.output.format == "csv":
+            binary = [a for a in self.query.aggregates if parse_aggregate(a).capabilities.result is ResultKind.BINARY]
+            if binary:
+                raise UsageError(f"--agg {binary[0]} writes a sketch (bytes), which CSV cannot hold: use --format"
+                                 " parquet")  # fmt: skip
 
     @classmethod
     def from_parameters(cls, parameters: dict) -> RunConfig:

@@ -114,7 +114,8 @@ class SortedStreamAggregator:
         data["window_start"] = np.asarray(start, dtype=np.int64)
         data["window_end"] = data["window_start"] + self.spec.range if end is None else end
         if not len(values):
-            values = [agg.lower_partials(agg.identity_partials(0)) for agg in self.aggregates]
+            values = [agg.lower_partials(agg.identity_partials(0)) if agg.capabilities.vectorised
+                      else np.array([], dtype=object) for agg in self.aggregates]  # fmt: skip
         data.update(zip(self.names, values, strict=True))
         return pd.DataFrame(data)
 

@@ -32,12 +32,15 @@ def build_swag(name: str, agg: Aggregate) -> Any:
         raise ValueError(f"unknown swag {name!r}: available are {', '.join(sorted(ALGORITHMS))}")
     cls = ALGORITHMS[name]
     needs, caps = cls.capabilities.inverse, agg.capabilities
+    general = ", ".join(sorted(n for n, c in ALGORITHMS.items() if c.capabilities.inverse is Inverse.UNUSED))
     if needs is not Inverse.UNUSED and caps.invertible:  # soe; SlickDeque's invertible form (Shein et al., §3.2)
         return cls(agg.combine, agg.identity(), inverse=agg.inverse)
     if needs is Inverse.REQUIRED:
-        raise ValueError(f"swag {name!r} needs invertible aggregates (count, mean), not {agg.name!r}")
+        raise ValueError(f"swag {name!r} needs invertible aggregates (count, mean), not {agg.name!r}: use {general}")
     if needs is Inverse.OR_SELECTIVE and not caps.selective:  # SlickDeque's selective form takes max-like ones
-        raise ValueError(f"{name} needs an invertible or a selective aggregate (max-like), not {agg.name!r}")
+        raise ValueError(
+            f"{name} needs an invertible or a selective aggregate (max-like), not {agg.name!r}: use {general}"
+        )
     return cls(agg.combine, agg.identity())
 
 

@@ -1,0 +1,414 @@
+"""Distinct counts and quantiles: exact, and as Apache DataSketches sketches that Spark shares.
+
+None of them is invertible, so no subtract-on-evict; all of them merge, which is what slicing needs: a
+window is the merge of its slices' partials (Suzanne et al., §2.3 and §3). Named after Spark's functions:
+
+* ``count_distinct:col``: the number of distinct non-null values (Spark's ``count(DISTINCT col)``); partial:
+  the set of values;
+* ``percentile:col:q``: Spark's exact ``percentile``: the values sorted, position ``q·(n − 1)``, linear
+  interpolation between its two neighbours; partial: the sorted values;
+* ``approx_count_distinct:col[:lgK]``: a HyperLogLog sketch (Flajolet et al.; DataSketches' HLL_8, lgK 4-21,
+  default 12 as Spark's ``hll_sketch_agg``), the result rounded as Spark's ``hll_sketch_estimate``, from the
+  registers alone (``order_free``), so that no path's slicing changes it;
+* ``approx_percentile:col:q[:K]``: a KLL sketch of doubles (Karnin, Lang and Liberty; K 8-65535, default 200
+  as Spark's ``kll_sketch_agg_double``), the result its inclusive quantile as ``kll_sketch_get_quantile_double``;
+* ``hll_sketch:col[:lgK]`` and ``kll_sketch:col[:K]``: the window's sketch itself, as bytes that Spark's
+  ``hll_union_agg`` / ``kll_merge_agg_double`` and the ``datasketches`` package read (to roll cells up to
+  regions, or windows up to hours, without reading the events again).
+
+Nulls (None, NaN) are ignored, as in Spark. The sketches' partials are their serialized bytes (immutable,
+picklable, comparable), so they travel through every path like any other partial. Values are hashed by
+type as Spark hashes them: integers as 64-bit longs, text as its UTF-8 bytes; Spark's ``hll_sketch_agg``
+takes no doubles, so an HLL of a float column exists on the Python engines only.
+
+>>> agg = parse_distinct("count_distinct", ["caller"])
+>>> agg.lower(agg.combine(agg.lift({"caller": "a"}, 0), agg.combine(agg.lift({"caller": "b"}, 1),
+...                                                                 agg.lift({"caller": "a"}, 2))))
+2
+>>> p = parse_distinct("percentile", ["duration", "0.5"])
+>>> p.lower(p.combine(p.lift({"duration": 10}, 0), p.lift({"duration": 40}, 1)))
+25.0
+>>> h = parse_distinct("approx_count_distinct", ["caller"])
+>>> h.lower(h.combine(h.lift({"caller": 7}, 0), h.lift({"caller": 8}, 1)))
+2
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spanning.aggregates.capabilities import Capabilities, ResultKind, SqlFunction
+from spanning.aggregates.columns import BatchColumns, value_of
+from spanning.aggregates.protocol import Aggregate
+from spanning.kernels.ranges import explode
+
+__all__ = [
+    "ApproxCountDistinct",
+    "ApproxPercentile",
+    "CountDistinct",
+    "HllSketch",
+    "KllSketch",
+    "Percentile",
+    "parse_distinct",
+    "java_inclusive_rank",
+    "order_free",
+    "percentile_of_sorted",
+]
+
+DEFAULT_LG_K, LG_K_RANGE = 12, (4, 21)  # Spark's hll_sketch_agg default and bounds
+DEFAULT_K, K_RANGE = 200, (8, 65535)  # Spark's kll_sketch_agg_* default and bounds
+
+
+def percentile_of_sorted(values: tuple, q: float) -> float | None:
+    """Spark's ``percentile``: position q·(n − 1) in the sorted values, interpolated between its neighbours."""
+    if not values:
+        return None
+    position = q * (len(values) - 1)
+    lower, higher = math.floor(position), math.ceil(position)
+    if lower == higher:
+        return float(values[lower])
+    return (higher - position) * float(values[lower]) + (position - lower) * float(values[higher])
+
+
+def _objects(values: list) -> np.ndarray:
+    """A 1-d object array of ``values`` (sets, tuples and bytes stay whole: numpy would unpack tuples)."""
+    out = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        out[i] = value
+    return out
+
+
+class ObjectArrays:
+    """The array face of an aggregate whose partial is a Python object: one per window, in an object array.
+
+    ``window_partials`` explodes the events' runs into (event, window) pairs (the batch form of SE-Slicing,
+    Suzanne et al., §3.2) and builds each window's partial from its values at once (``from_values``: a set,
+    the sorted values, one sketch updated with them), not by merging one partial per event.
+    """
+
+    column: str
+    capabilities: Capabilities
+
+    def from_values(self, values: list) -> Any:
+        raise NotImplementedError
+
+    def window_partials(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> tuple:
+        out = _objects([self.identity()] * n)
+        if not n or not len(first):
+            return (out,)
+        valid = cols.valid(self.column)
+        runs = np.flatnonzero(last >= first)  # events with a run of windows
+        event, window = explode(first[runs], last[runs])
+        event = runs[event]
+        keep = valid[event]
+        event, window = event[keep], window[keep]
+        order = np.argsort(window, kind="stable")  # per window, its events in the chunk's (arrival) order
+        event, window = event[order], window[order]
+        values = cols.values(self.column)
+        bounds = np.flatnonzero(np.r_[True, window[1:] != window[:-1], True]) if len(window) else np.zeros(1, int)
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            out[window[lo]] = self.from_values([_plain(v) for v in values[event[lo:hi]].tolist()])
+        return (out,)
+
+    def merge(self, a: tuple, b: tuple) -> tuple:
+        return (_objects([self.combine(x, y) for x, y in zip(a[0], b[0], strict=True)]),)
+
+    def lower_partials(self, partials: tuple) -> Any:
+        results = [self.lower(p) for p in partials[0]]
+        kind = self.capabilities.result
+        if kind is ResultKind.COUNT:
+            return np.array(results, dtype=np.int64)
+        if kind is ResultKind.FLOAT:
+            return pd.array(results, dtype="Float64")
+        return _objects(results)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value the scalar face sees (``value_of``)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class CountDistinct(ObjectArrays, Aggregate):
+    """``count_distinct:col``: exact, the set of the window's non-null values (selective: a set union)."""
+
+    # a union is idempotent but not a selection (a ∪ b is neither a nor b), which SlickDeque's selective form
+    # needs: declared cumulative, it takes the (φ, ϕ) path
+    capabilities = Capabilities(result=ResultKind.COUNT, vectorised=True, sql=SqlFunction.COUNT_DISTINCT)
+
+    def __init__(self, column: str) -> None:
+        self.column = column
+        self.columns = (column,)
+        self.name = f"count_distinct:{column}"
+
+    def identity(self) -> frozenset:
+        return frozenset()
+
+    def lift(self, row, seq):
+        value = value_of(row, self.column)
+        return frozenset() if value is None else frozenset((value,))
+
+    def combine(self, a, b):
+        if not a:
+            return b
+        return a | b if b else a
+
+    def lower(self, partial) -> int:
+        return len(partial)
+
+    def from_values(self, values: list) -> frozenset:
+        return frozenset(values)
+
+
+class Percentile(ObjectArrays, Aggregate):
+    """``percentile:col:q``: exact (Spark's ``percentile``); partial: the window's non-null values, sorted."""
+
+    capabilities = Capabilities(result=ResultKind.FLOAT, vectorised=True, sql=SqlFunction.PERCENTILE)
+
+    def __init__(self, column: str, q: float) -> None:
+        self.column, self.q = column, q
+        self.columns = self.numeric_columns = (column,)
+        self.name = f"percentile:{column}:{q:g}"
+
+    def identity(self) -> tuple:
+        return ()
+
+    def lift(self, row, seq):
+        value = value_of(row, self.column)
+        return () if value is None else (value,)
+
+    def combine(self, a, b):
+        if not a:
+            return b
+        if not b:
+            return a
+        return tuple(sorted(a + b))  # two sorted runs: Timsort merges them in linear time
+
+    def lower(self, partial) -> float | None:
+        return percentile_of_sorted(partial, self.q)
+
+    def from_values(self, values: list) -> tuple:
+        return tuple(sorted(values))
+
+
+def datasketches_module() -> Any:
+    """The ``datasketches`` package, or a clear error naming the extra that installs it."""
+    try:
+        import datasketches
+    except ImportError:
+        raise ValueError(
+            "approx_count_distinct, approx_percentile, hll_sketch and kll_sketch need the datasketches package:"
+            " pip install 'spanning[sketches]' (or pip install datasketches)"
+        ) from None
+    return datasketches
+
+
+class _Sketch(ObjectArrays, Aggregate):
+    """A DataSketches sketch as a partial: its bytes, or None before any value (also for all-null windows)."""
+
+    kind = "sketch"
+
+    def __init__(self, column: str, size: int, name: str) -> None:
+        self.column, self.size = column, size
+        self.columns = (column,)
+        self.name = name
+        datasketches_module()  # a missing package fails when the query is built, not in a worker
+
+    def identity(self) -> None:
+        return None
+
+    def lift(self, row, seq):
+        value = value_of(row, self.column)
+        if value is None:
+            return None
+        sketch = self._new()
+        sketch.update(self._hashable(value))
+        return self._bytes(sketch)
+
+    def combine(self, a, b):
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return self._merged(a, b)
+
+    def from_values(self, values: list) -> bytes:
+        sketch = self._new()
+        for value in values:
+            sketch.update(self._hashable(value))
+        return self._bytes(sketch)
+
+    # subclasses: _new, _hashable, _bytes, _merged
+
+
+def order_free(sketch: bytes) -> bytes:
+    """An HLL sketch's bytes flagged out of order, so that every reader estimates it from its registers alone.
+
+    DataSketches' HLL keeps two estimators: HIP, accumulated update by update (so it depends on the order of
+    the values, and on how a window was cut into slices and merged), and the composite one, a function of the
+    registers, which unions use. The out-of-order flag (bit 4 of the flags byte, in HLL mode: the mode byte's
+    low bits are 2) selects the composite one, in Spark's ``hll_sketch_estimate`` as in Python. Coupon modes
+    (few values) estimate from the coupon count, whatever the order: left as they are.
+    """
+    if len(sketch) < 8 or sketch[7] & 3 != 2:
+        return sketch
+    flagged = bytearray(sketch)
+    flagged[5] |= 16
+    return bytes(flagged)
+
+
+class ApproxCountDistinct(_Sketch):
+    """``approx_count_distinct:col[:lgK]``: HyperLogLog (HLL_8 bytes, as Spark's ``hll_sketch_agg`` writes)."""
+
+    capabilities = Capabilities(result=ResultKind.COUNT, vectorised=True, sql=SqlFunction.HLL)
+    kind = "hll"
+
+    def __init__(self, column: str, lg_k: int = DEFAULT_LG_K, name: str | None = None) -> None:
+        super().__init__(column, lg_k, name or f"approx_count_distinct:{column}:{lg_k}")
+
+    def _new(self):
+        ds = datasketches_module()
+        return ds.hll_sketch(self.size, ds.tgt_hll_type.HLL_8)
+
+    @staticmethod
+    def _hashable(value: Any) -> Any:
+        return int(value) if isinstance(value, bool) else value
+
+    @staticmethod
+    def _bytes(sketch) -> bytes:
+        return sketch.serialize_updatable()  # Spark's layout: updatable HLL_8
+
+    def _merged(self, a: bytes, b: bytes) -> bytes:
+        ds = datasketches_module()
+        union = ds.hll_union(self.size)
+        union.update(ds.hll_sketch.deserialize(a))
+        union.update(ds.hll_sketch.deserialize(b))
+        return self._bytes(union.get_result(ds.tgt_hll_type.HLL_8))
+
+    def lower(self, partial) -> int:
+        if partial is None:
+            return 0
+        estimate = datasketches_module().hll_sketch.deserialize(order_free(partial)).get_estimate()
+        return math.floor(estimate + 0.5)  # Java's Math.round
+
+
+def java_inclusive_rank(q: float, n: int) -> float:
+    """The rank to ask DataSketches' C++ KLL for, so that it picks the item Java's (Spark's) picks for ``q``.
+
+    Both take the smallest item whose cumulative weight reaches ⌈q·n⌉, but Java first rounds q·n to 7 decimals
+    (for n ≤ 10^7), so 0.95 · 20 = 19.000000000000004 is 19 there and 20 in C++. Asking C++ for the middle
+    of that weight's step, (m − ½) / n, gives Java's item m whatever the float error.
+    """
+    natural = q * n
+    if n <= 10_000_000:
+        natural = math.floor(natural * 1e7 + 0.5) / 1e7  # Java's Math.round(natural · 10^7) / 10^7
+    return (max(math.ceil(natural), 1) - 0.5) / n
+
+
+class ApproxPercentile(_Sketch):
+    """``approx_percentile:col:q[:K]``: KLL of doubles (bytes as Spark's ``kll_sketch_agg_double`` writes)."""
+
+    capabilities = Capabilities(result=ResultKind.FLOAT, vectorised=True, sql=SqlFunction.KLL)
+    kind = "kll"
+
+    def __init__(self, column: str, q: float, k: int = DEFAULT_K, name: str | None = None) -> None:
+        super().__init__(column, k, name or f"approx_percentile:{column}:{q:g}:{k}")
+        self.q = q
+        self.numeric_columns = (column,)
+
+    def _new(self):
+        return datasketches_module().kll_doubles_sketch(self.size)
+
+    @staticmethod
+    def _hashable(value: Any) -> float:
+        return float(value)
+
+    @staticmethod
+    def _bytes(sketch) -> bytes:
+        return sketch.serialize()
+
+    def _merged(self, a: bytes, b: bytes) -> bytes:
+        kll = datasketches_module().kll_doubles_sketch
+        sketch = kll.deserialize(a)
+        sketch.merge(kll.deserialize(b))
+        return sketch.serialize()
+
+    def lower(self, partial) -> float | None:
+        if partial is None:
+            return None
+        sketch = datasketches_module().kll_doubles_sketch.deserialize(partial)
+        return sketch.get_quantile(java_inclusive_rank(self.q, sketch.n))
+
+
+class HllSketch(ApproxCountDistinct):
+    """``hll_sketch:col[:lgK]``: the window's HLL sketch as bytes (an empty sketch over no value)."""
+
+    capabilities = Capabilities(result=ResultKind.BINARY, vectorised=True, sql=SqlFunction.HLL)
+
+    def __init__(self, column: str, lg_k: int = DEFAULT_LG_K) -> None:
+        super().__init__(column, lg_k, f"hll_sketch:{column}:{lg_k}")
+
+    def lower(self, partial) -> bytes:
+        return self._bytes(self._new()) if partial is None else order_free(partial)
+
+
+class KllSketch(ApproxPercentile):
+    """``kll_sketch:col[:K]``: the window's KLL sketch of doubles as bytes (null over no value)."""
+
+    capabilities = Capabilities(result=ResultKind.BINARY, vectorised=True, sql=SqlFunction.KLL)
+
+    def __init__(self, column: str, k: int = DEFAULT_K) -> None:
+        super().__init__(column, 0.5, k, f"kll_sketch:{column}:{k}")
+
+    def lower(self, partial) -> bytes | None:
+        return partial
+
+
+def _quantile(text: str, spec: str) -> float:
+    try:
+        q = float(text)
+    except ValueError:
+        q = math.nan
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"bad aggregate {spec!r}: the quantile must be a number from 0 to 1, got {text!r}")
+    return q
+
+
+def _size(text: str, bounds: tuple[int, int], what: str, spec: str) -> int:
+    if not text.isdigit() or not bounds[0] <= int(text) <= bounds[1]:
+        raise ValueError(f"bad aggregate {spec!r}: {what} must be an integer from {bounds[0]} to {bounds[1]}")
+    return int(text)
+
+
+FORMS = {
+    "count_distinct": "count_distinct:column",
+    "percentile": "percentile:column:q",
+    "approx_count_distinct": "approx_count_distinct:column[:lgK]",
+    "approx_percentile": "approx_percentile:column:q[:K]",
+    "hll_sketch": "hll_sketch:column[:lgK]",
+    "kll_sketch": "kll_sketch:column[:K]",
+}
+
+
+def parse_distinct(kind: str, args: list[str]) -> Aggregate:
+    """One of ``FORMS`` from its ``"kind:arg:..."`` parts (a clear ValueError names the form)."""
+    spec = ":".join([kind, *args])
+    arity = {"count_distinct": (1, 1), "percentile": (2, 2), "approx_count_distinct": (1, 2),
+             "approx_percentile": (2, 3), "hll_sketch": (1, 2), "kll_sketch": (1, 2)}[kind]  # fmt: skip
+    if not arity[0] <= len(args) <= arity[1] or any(not a for a in args):
+        raise ValueError(f"bad aggregate {spec!r}: write it as {FORMS[kind]!r}")
+    column = args[0]
+    if kind == "count_distinct":
+        return CountDistinct(column)
+    if kind == "percentile":
+        return Percentile(column, _quantile(args[1], spec))
+    if kind in ("approx_count_distinct", "hll_sketch"):
+        lg_k = _size(args[1], LG_K_RANGE, "lgK", spec) if len(args) > 1 else DEFAULT_LG_K
+        return ApproxCountDistinct(column, lg_k) if kind == "approx_count_distinct" else HllSketch(column, lg_k)
+    if kind == "kll_sketch":
+        return KllSketch(column, _size(args[1], K_RANGE, "K", spec) if len(args) > 1 else DEFAULT_K)
+    k = _size(args[2], K_RANGE, "K", spec) if len(args) > 2 else DEFAULT_K
+    return ApproxPercentile(column, _quantile(args[1], spec), k)
