@@ -100,7 +100,8 @@ def python_only(cfg: RunConfig) -> str | None:
 
 def sketches_or_sets(cfg: RunConfig) -> list[str]:
     """The aggregates of ``cfg`` whose partials are sets, value lists or sketches: explode and dyadic merge
-    them (Spark's collect_set, collect_list, hll_union_agg, kll_merge_agg_double); range and vector cannot."""
+    them (Spark's collect_set, collect_list, hll_union_agg, kll_merge_agg_double) and the Python plan builds
+    them per window (``spanning.aggregates.distinct.ObjectArrays``); range and vector cannot."""
     return [a for a in cfg.query.aggregates if parse_aggregate(a).capabilities.sql in MERGED_AS_COLLECTIONS]
 
 
@@ -137,12 +138,10 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
                       ids and (plan in ("range", "dyadic", "vector") or (plan == "explode" and sampled)))  # fmt: skip
     if needs_python:
         return Choice("python", needs_python)
-    if collections:  # a set, a value list or a sketch per row: dyadic's log-many merges pay off only for long runs
-        if per_event is not None and per_event >= DYADIC_FROM:
-            return Choice("dyadic", f"{per_event:.1f} windows per event ≥ {DYADIC_FROM}: O(log) blocks per event,"
-                          f" sketches merged per block ({collections[0]})", per_event, ids)  # fmt: skip
-        return Choice("explode", f"{collections[0]}: merged per window from the events (explode)", per_event,
-                      ids and per_event is not None)  # fmt: skip
+    if collections:  # sets, value lists, sketches: built per window from its values, in the workers
+        return Choice("python", f"{collections[0]}: each window's set, values or sketch built at once from its"
+                      " values by the batch path (measured faster than explode and dyadic, docs/BENCHMARKS.md)",
+                      per_event)  # fmt: skip
     if per_event is None:
         return Choice("explode", "a small input (no sample measured): the explode is never far from the best")
     if vectorisable and prepared.keys and per_event >= VECTOR_FROM:

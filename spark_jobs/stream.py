@@ -22,8 +22,9 @@ The query (``streaming_rows``)::
   control file that the next batch hands to every bucket (``OpenWindows.advance``). ``available-now`` ends
   with a control file that flushes every key, as ``spanning run`` does at the end of its input.
 * **Two processors.** The above is ``--processor python`` (the default). ``--processor jvm`` keeps the same
-  query without the stateful step: ``foreachBatch`` reduces each batch in the JVM against a per-key state table
-  under the checkpoint (``spark_jobs.stream_jvm``); ``BatchWriter`` writes either one's rows the same way.
+  file stream without the stateful step: ``foreachBatch`` reduces each batch in the JVM against a per-key state
+  table under the checkpoint (``spark_jobs.stream_jvm``), and the driver reads the control files itself (they
+  still trigger batches, but none is scanned); ``BatchWriter`` writes either one's rows the same way.
 * **Outputs, exactly once.** ``foreachBatch`` takes each batch's rows to the driver as Arrow (one Spark
   action), writes its windows, late and rejected rows into temporary folders and renames each to
   ``windows/batch=N`` (``late/``, ``rejected/``) only when complete; a batch run again after a crash
@@ -51,7 +52,7 @@ from spanning.app.stream_command import StreamOptions
 from spark_jobs.plans import python_only, sketches_or_sets
 from spark_jobs.prepare import END, REASON, SEQ, START, KindCounts, Prepared, prepare, read_input, valid_column
 from spark_jobs.run import to_time
-from spark_jobs.stream_jvm import STATE, JvmMicroBatch, StateTable
+from spark_jobs.stream_jvm import STATE, ControlFiles, JvmMicroBatch, StateTable
 from spark_jobs.windowed import result_type
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -191,11 +192,15 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     bucket = F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(options.buckets)) if keys else F.lit(0)
     rows = prepared.rows.withColumn(BUCKET, bucket.cast("int"))
     rows = rows.withColumn(CONTROL, F.lit(None).cast("long")).withColumn(FLUSH, F.lit(None).cast("boolean"))
-    rows = rows.unionByName(controls, allowMissingColumns=True)
     if processor == "jvm":  # the batch's rows as they are: foreachBatch reduces them (stream_jvm)
+        # the control files still trigger batches, but the driver reads them (ControlFiles): none is scanned
+        rows = rows.unionByName(controls.where(F.lit(False)), allowMissingColumns=True)
         micro_batch = JvmMicroBatch(prepared, cfg, aggregates, originals,
-                                    StateTable(state / STATE, options.state_versions), CONTROL, FLUSH)  # fmt: skip
-        return StreamQuery(rows.drop(BUCKET), prepared, cfg, options, aggregates, originals, micro_batch)
+                                    StateTable(state / STATE, options.state_versions),
+                                    ControlFiles(control, CONTROL))  # fmt: skip
+        return StreamQuery(rows.drop(BUCKET, CONTROL, FLUSH), prepared, cfg, options, aggregates, originals,
+                           micro_batch)  # fmt: skip
+    rows = rows.unionByName(controls, allowMissingColumns=True)
 
     specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     internal = {aggregates[name]: spec for name, spec in specs.items()}  # the processor's column -> aggregate

@@ -11,7 +11,7 @@ Suzanne et al., §3.2.2), with no row crossing into Python:
   windows, not the stream's length.
 * **The clock at arrival.** Within a batch each key's events are taken in end order (u, then the arrival
   number), as ``spanning run`` takes them, so the clock when an event arrives is ``max(state clock, u)``: the
-  key's clock from the state (advanced by the control rows of ``--idle-flush``), then the event's own end. The
+  key's clock from the state (advanced by the control files of ``--idle-flush``), then the event's own end. The
   run of windows an event still reaches is then the batch plans' (``plans`` module docstring), with two more
   lower bounds from the state, the series' first window and the oldest open one (after a drain)::
 
@@ -19,7 +19,7 @@ Suzanne et al., §3.2.2), with no row crossing into Python:
       b = last window starting before u,   windows_missed = max(min(b + 1, a) - first window ending after l, 0)
 
 * **Release.** After the batch, a key's clock is the largest of its state clock and its events' u; every
-  window ending before clock − δ is released (with ``--drain``'s control row: every window it holds). The rest
+  window ending before clock − δ is released (with ``--drain``'s control file: every window it holds). The rest
   is the next state version.
 * **Exactly once.** Batch N reads the newest state version below N and writes version N (a whole folder,
   renamed into place), then its outputs; Spark records the batch only after ``foreachBatch`` returns. A batch
@@ -27,12 +27,14 @@ Suzanne et al., §3.2.2), with no row crossing into Python:
   ``--state-versions`` batches are removed.
 
 One Spark action per batch computes everything (the merged windows, late and rejected rows, each key's batch
-aggregates, the control rows) as one Arrow table on the driver, which then decides per key (``_release``).
+aggregates) as one Arrow table on the driver, which then decides per key (``_release``). The control files of
+``--idle-flush`` and ``--drain`` are read by the driver (``ControlFiles``), not scanned by Spark.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 from pathlib import Path
@@ -58,7 +60,8 @@ from spark_jobs.plans import (
 from spark_jobs.prepare import END, EVENT_END, REASON, SEQ, START, Prepared
 from spark_jobs.run import to_time
 
-STATE = "state"  # under CHECKPOINT/spanning/: batch=N/ keys.parquet and windows.parquet
+STATE = "state"  # under CHECKPOINT/spanning/: batch=N/ keys.parquet, windows.parquet and controls.json
+CONTROLS = "controls.json"  # in a state version: the last control files it applied
 K0, CLOCK, FIRST_OPEN = "_k0", "_clock", "_first_open"
 S_K0, S_CLOCK, S_FIRST_OPEN = "_s_k0", "_s_clock", "_s_first_open"  # the state's, joined to the batch's events
 KIND, ORDER = "_kind", "_order"
@@ -81,20 +84,23 @@ class StateTable:
     def versions(self) -> list[int]:
         return sorted(int(p.name.split("=", 1)[1]) for p in self.folder.glob("batch=*"))
 
-    def load(self, batch_id: int) -> tuple[pa.Table, pa.Table] | None:
+    def load(self, batch_id: int) -> tuple[pa.Table, pa.Table, dict] | None:
+        """The newest version below ``batch_id``: its keys, its windows and the control files it had applied."""
         older = [v for v in self.versions() if v < batch_id]
         if not older:
             return None
         folder = self.folder / f"batch={older[-1]}"
-        return pq.read_table(folder / "keys.parquet"), pq.read_table(folder / "windows.parquet")
+        applied = json.loads((folder / CONTROLS).read_text()) if (folder / CONTROLS).exists() else {}
+        return pq.read_table(folder / "keys.parquet"), pq.read_table(folder / "windows.parquet"), applied
 
-    def save(self, batch_id: int, keys: pa.Table, windows: pa.Table) -> int:
+    def save(self, batch_id: int, keys: pa.Table, windows: pa.Table, applied: dict) -> int:
         """Write version ``batch_id``; its size in bytes."""
         temp, final = self.folder / f"_tmp-batch={batch_id}", self.folder / f"batch={batch_id}"
         shutil.rmtree(temp, ignore_errors=True)
         temp.mkdir()
         pq.write_table(keys, temp / "keys.parquet")
         pq.write_table(windows, temp / "windows.parquet")
+        (temp / CONTROLS).write_text(json.dumps(applied, sort_keys=True))
         size = sum(p.stat().st_size for p in temp.iterdir())
         shutil.rmtree(final, ignore_errors=True)
         os.replace(temp, final)
@@ -104,14 +110,40 @@ class StateTable:
         return size
 
 
+class ControlFiles:
+    """The control files of ``--idle-flush`` (``advance-<batch>.json``, written after that batch) and of
+    ``--drain`` (``flush-<ns>.json``), read by the driver: the stream still lists them, so a new one triggers
+    a batch, but no batch scans them (a second file source would cost a scan and a job every batch).
+
+    Batch N applies the advance files written after the batches below N and the flush files that the state
+    version it reads (the newest below N) had not applied, and records in its own version what it applied.
+    A batch run again reads the same version and sees the same files (an advance file written after batch N
+    is never an input of N), so it applies the same controls: the replay stays exactly once.
+    """
+
+    def __init__(self, folder: Path, clock_field: str) -> None:
+        self.folder, self.clock_field = folder, clock_field
+
+    def pending(self, batch_id: int, applied: dict) -> tuple[int | None, bool, dict]:
+        """The clock to advance every known key to (None: none), whether to drain, and what is then applied."""
+        last_advance, last_flush = applied.get("advance", -1), applied.get("flush", "")
+        advance, newest = None, last_advance
+        for path in self.folder.glob("advance-*.json"):
+            after = int(path.stem.split("-", 1)[1])
+            if last_advance < after < batch_id:  # advances are maxima: several at once are their largest
+                clock = json.loads(path.read_text().splitlines()[0])[self.clock_field]
+                advance, newest = clock if advance is None else max(advance, clock), max(newest, after)
+        flushes = sorted(p.name for p in self.folder.glob("flush-*.json") if p.name > last_flush)
+        return advance, bool(flushes), {"advance": newest, "flush": flushes[-1] if flushes else last_flush}
+
+
 class JvmMicroBatch:
-    """One micro-batch of the stream's rows (prepared CDR rows and control rows) into the writer's Arrow table."""
+    """One micro-batch of the stream's prepared CDR rows into the writer's Arrow table."""
 
     def __init__(self, prepared: Prepared, cfg: RunConfig, aggregates: dict[str, str], originals: dict[str, str],
-                 state: StateTable, control: str, flush: str) -> None:  # fmt: skip
-        self.prepared, self.cfg, self.state = prepared, cfg, state
+                 state: StateTable, controls: ControlFiles) -> None:  # fmt: skip
+        self.prepared, self.cfg, self.state, self.controls = prepared, cfg, state, controls
         self.aggregates, self.originals = aggregates, originals  # output name -> internal column
-        self.control, self.flush = control, flush
         self.keys = [key_column(i) for i in range(len(prepared.keys))]
         specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
         self.outputs = {aggregates[name]: spec for name, spec in specs.items()}  # internal column -> aggregate
@@ -133,25 +165,23 @@ class JvmMicroBatch:
         stats (the new state version is written on the way)."""
         cfg = self.cfg
         s, o, w, d = cfg.query.slide, cfg.query.offset, cfg.query.range, cfg.query.ttp
-        # the control rows (--idle-flush's clock, --drain's flag) in the same Spark action: a filter that
-        # prunes the CDR files away, aggregated to one row
-        controls = batch.where(F.col(self.control).isNotNull()).agg(
-            F.max(F.when(~F.col(self.flush), F.col(self.control))).alias("_advance"),
-            F.max(F.col(self.flush).cast("int")).alias("_drain"))  # fmt: skip
-        rows = batch.where(F.col(self.control).isNull()).persist()  # read once, used by every branch
+        saved = self.state.load(batch_id)
+        advance, drain, applied = self.controls.pending(batch_id, saved[2] if saved else {})
+        rows = batch.persist()  # read once, used by every branch
         spark, adaptive = batch.sparkSession, batch.sparkSession.conf.get("spark.sql.adaptive.enabled")
         spark.conf.set("spark.sql.adaptive.enabled", "false")  # one job of a few small stages: no stage-by-stage
         try:
-            table, state_keys, state_windows, counted = self._compute(rows, controls, batch_id, (s, o, w, d))
+            table, state_keys, state_windows, counted = self._compute(rows, saved and saved[:2], (advance, drain),
+                                                                      (s, o, w, d))  # fmt: skip
         finally:
             spark.conf.set("spark.sql.adaptive.enabled", adaptive)
             rows.unpersist()
-        size = self.state.save(batch_id, state_keys, state_windows)
+        size = self.state.save(batch_id, state_keys, state_windows, applied)
         stats = {**counted, "keys": state_keys.num_rows, "held_windows": state_windows.num_rows,
                  "state_bytes": size}  # fmt: skip
         return table, stats
 
-    def _compute(self, rows: DataFrame, controls: DataFrame, batch_id: int,
+    def _compute(self, rows: DataFrame, saved: tuple[pa.Table, pa.Table] | None, controls: tuple[int | None, bool],
                  window: tuple[int, int, int, int]) -> tuple[pa.Table, pa.Table, pa.Table, dict]:  # fmt: skip
         """One Spark action, then the per-key decisions on the driver (``_release``).
 
@@ -171,13 +201,14 @@ class JvmMicroBatch:
         schemas = (T.StructType([*[T.StructField(k, rows.schema[k].dataType, True) for k in self.keys],
                                  *[T.StructField(c, T.LongType(), False) for c in (K0, CLOCK, FIRST_OPEN)]]),
                    T.StructType([T.StructField(f.name, f.dataType, True) for f in probe.schema.fields]))  # fmt: skip
-        saved = self.state.load(batch_id) or tuple(to_arrow_schema(schema).empty_table() for schema in schemas)
+        saved = saved or tuple(to_arrow_schema(schema).empty_table() for schema in schemas)
         state_keys, state_windows = self._state_frames(rows, saved, schemas)
+        advance, drain = controls
 
         # per event: the clock at arrival (the key's state clock, advanced by --idle-flush, then its own u) and
         # its run [a, b], with the state's bounds; a new key's first window comes on the driver
-        state_clock = F.greatest(F.col(CLOCK), F.col("_advance"))  # greatest skips nulls: no advance, no change
-        info = state_keys.crossJoin(F.broadcast(controls)).select(
+        state_clock = F.col(CLOCK) if advance is None else F.greatest(F.col(CLOCK), F.lit(advance))
+        info = state_keys.select(
             *[F.col(k).alias(f"_sk_{k}") for k in self.keys], F.col(K0).alias(S_K0), state_clock.alias(S_CLOCK),
             F.col(FIRST_OPEN).alias(S_FIRST_OPEN))  # fmt: skip
         events = self._by_key(events, info, "left")
@@ -211,12 +242,9 @@ class JvmMicroBatch:
             missed.cast("long").alias("windows_missed"))  # fmt: skip
         rejected = rows.where(F.col(REASON).isNotNull()).select(
             F.lit("rejected").alias(KIND), F.col(SEQ).alias(ORDER), *originals, F.col(REASON))  # fmt: skip
-        control_row = controls.select(F.lit("controls").alias(KIND), "_advance", "_drain")
         everything = functools.reduce(lambda x, y: x.unionByName(y, allowMissingColumns=True),
-                                      [windows, per_key, maybe_late, rejected, control_row])  # fmt: skip
-        table = everything.toArrow()
-        (control,) = table.filter(pc.equal(table.column(KIND), "controls")).select(["_advance", "_drain"]).to_pylist()
-        return self._release(table, saved[0], control["_advance"], bool(control["_drain"]), window)
+                                      [windows, per_key, maybe_late, rejected])  # fmt: skip
+        return self._release(everything.toArrow(), saved[0], advance, drain, window)
 
     def _release(self, table: pa.Table, saved: pa.Table, advance: int | None, drain: bool,
                  window: tuple[int, int, int, int]) -> tuple[pa.Table, pa.Table, pa.Table, dict]:  # fmt: skip

@@ -164,6 +164,7 @@ def test_plans_agree_with_the_python_plan_on_a_worked_example(spark, tmp_path):
         (600, ["count", "max:v"], [], "dyadic"),
         (3, ["count", "max:v"], ["cell"], "explode"),  # 1.3 windows per event
         (600, ["count", "stddev:v"], ["cell"], "python"),
+        (3, ["count", "count_distinct:v", "percentile:f:0.5"], ["cell"], "python"),  # sets and value lists
     ],
 )
 def test_auto_plan_follows_the_windows_per_event(spark, tmp_path, length, aggs, keys, plan):

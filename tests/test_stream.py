@@ -472,7 +472,7 @@ def test_a_batch_run_again_from_the_same_state_version_writes_the_same_bytes(spa
     state = tmp_path / "chk" / "spanning" / "state"
     written = {p.relative_to(tmp_path): p.read_bytes() for p in
                [*last.glob("*.parquet"), *(tmp_path / "out" / "late").glob("batch=2/*.parquet"),
-                *(state / "batch=2").glob("*.parquet")]}  # fmt: skip
+                *(state / "batch=2").glob("*.parquet"), state / "batch=2" / "controls.json"]}  # fmt: skip
     assert any("late" in str(p) for p in written) and any("windows" in str(p) for p in written)
     commits = tmp_path / "chk" / "query" / "commits"
     for name in ("2", ".2.crc"):  # as if the process died before Spark's commit
@@ -484,3 +484,24 @@ def test_a_batch_run_again_from_the_same_state_version_writes_the_same_bytes(spa
     assert again == written
     assert (tmp_path / "chk" / "query" / "commits" / "2").exists(), "Spark ran batch 2 again and committed it"
     assert summary_of(tmp_path / "out")["rows_read"] == sum(map(len, frames))
+
+
+def test_the_jvm_path_reads_each_control_file_once_and_a_replay_reads_the_same(tmp_path):
+    """Batch N applies the advance files written after batches below N and the flush files that its state
+    version had not applied; run again from the same version, it applies the same ones."""
+    from spark_jobs.stream import CONTROL, _control_file
+    from spark_jobs.stream_jvm import ControlFiles
+
+    controls = ControlFiles(tmp_path, CONTROL)
+    assert controls.pending(0, {}) == (None, False, {"advance": -1, "flush": ""})
+    _control_file(tmp_path, "advance-00000003.json", [{CONTROL: 500, "_control_flush": False}])
+    _control_file(tmp_path, "advance-00000004.json", [{CONTROL: 700, "_control_flush": False}])
+    assert controls.pending(4, {}) == (500, False, {"advance": 3, "flush": ""})  # 4's own file is not its input
+    advance, drain, applied = controls.pending(6, {})
+    assert (advance, drain, applied) == (700, False, {"advance": 4, "flush": ""})
+    assert controls.pending(7, applied) == (None, False, applied)  # applied once, not again
+    _control_file(tmp_path, "flush-1764000000000000000.json", [{CONTROL: 0, "_control_flush": True}])
+    advance, drain, after_flush = controls.pending(7, applied)
+    assert (advance, drain) == (None, True) and after_flush["flush"] == "flush-1764000000000000000.json"
+    assert controls.pending(7, applied) == (advance, drain, after_flush)  # a replay of 7 sees the same
+    assert controls.pending(8, after_flush)[:2] == (None, False)

@@ -64,6 +64,14 @@ class BatchColumns:
     def __init__(self, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], seq: np.ndarray) -> None:
         self._columns = columns
         self.seq = seq
+        self._memo: dict = {}
+
+    def memo(self, key: tuple, compute: Any) -> Any:
+        """``compute()``, once per key for these events: what several aggregates of one chunk derive alike
+        (the (event, window) pairs of their runs, ``spanning.aggregates.distinct``)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def values(self, name: str) -> np.ndarray:
         return self._columns[name][0]

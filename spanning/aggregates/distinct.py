@@ -82,6 +82,15 @@ def _objects(values: list) -> np.ndarray:
     return out
 
 
+def _pairs_by_window(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (event, window) pair of the runs first..last (``spanning.kernels.ranges.explode``), ordered by
+    window, each window's events in their order in the chunk."""
+    runs = np.flatnonzero(last >= first)  # events with a run of windows
+    event, window = explode(first[runs], last[runs])
+    order = np.argsort(window, kind="stable")
+    return runs[event[order]], window[order]
+
+
 class ObjectArrays:
     """The array face of an aggregate whose partial is a Python object: one per window, in an object array.
 
@@ -92,6 +101,8 @@ class ObjectArrays:
 
     column: str
     capabilities: Capabilities
+    sorted_values = False  # whether ``from_values`` is handed each window's values sorted
+    array_values = False  # whether it is handed a numpy array (else a list of Python values)
 
     def from_values(self, values: list) -> Any:
         raise NotImplementedError
@@ -100,18 +111,24 @@ class ObjectArrays:
         out = _objects([self.identity()] * n)
         if not n or not len(first):
             return (out,)
-        valid = cols.valid(self.column)
-        runs = np.flatnonzero(last >= first)  # events with a run of windows
-        event, window = explode(first[runs], last[runs])
-        event = runs[event]
-        keep = valid[event]
+        # the (event, window) pairs grouped by window, once per chunk for all its aggregates of this kind
+        # (the memo keeps first and last alive with their pairs, so their ids name them while it lasts)
+        _, _, event, window = cols.memo(("window pairs", id(first), id(last)),
+                                        lambda: (first, last, *_pairs_by_window(first, last)))  # fmt: skip
+        keep = cols.valid(self.column)[event]
         event, window = event[keep], window[keep]
-        order = np.argsort(window, kind="stable")  # per window, its events in the chunk's (arrival) order
-        event, window = event[order], window[order]
-        values = cols.values(self.column)
-        bounds = np.flatnonzero(np.r_[True, window[1:] != window[:-1], True]) if len(window) else np.zeros(1, int)
-        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            out[window[lo]] = self.from_values([_plain(v) for v in values[event[lo:hi]].tolist()])
+        if not len(event):
+            return (out,)
+        values = cols.values(self.column)[event]
+        if self.sorted_values:  # per window, its values sorted (percentile); else in the chunk's arrival order
+            order = np.lexsort((values, window))
+            window, values = window[order], values[order]
+        if not self.array_values:
+            values = values.tolist()  # Python values, as the scalar face has them
+        bounds = np.flatnonzero(np.r_[True, window[1:] != window[:-1], True])
+        from_values, starts = self.from_values, bounds[:-1].tolist()
+        for w, lo, hi in zip(window[bounds[:-1]].tolist(), starts, bounds[1:].tolist(), strict=True):
+            out[w] = from_values(values[lo:hi])
         return (out,)
 
     def merge(self, a: tuple, b: tuple) -> tuple:
@@ -125,11 +142,6 @@ class ObjectArrays:
         if kind is ResultKind.FLOAT:
             return pd.array(results, dtype="Float64")
         return _objects(results)
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python value the scalar face sees (``value_of``)."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 class CountDistinct(ObjectArrays, Aggregate):
@@ -190,8 +202,10 @@ class Percentile(ObjectArrays, Aggregate):
     def lower(self, partial) -> float | None:
         return percentile_of_sorted(partial, self.q)
 
+    sorted_values = True
+
     def from_values(self, values: list) -> tuple:
-        return tuple(sorted(values))
+        return tuple(values)  # window_partials hands them sorted
 
 
 def datasketches_module() -> Any:
@@ -204,6 +218,12 @@ def datasketches_module() -> Any:
             " pip install 'spanning[sketches]' (or pip install datasketches)"
         ) from None
     return datasketches
+
+
+class _Built(bytes):
+    """A sketch's bytes, with the result its aggregate lowers them to (``result``), computed when it was built."""
+
+    result: Any = None
 
 
 class _Sketch(ObjectArrays, Aggregate):
@@ -237,9 +257,18 @@ class _Sketch(ObjectArrays, Aggregate):
 
     def from_values(self, values: list) -> bytes:
         sketch = self._new()
+        update = sketch.update
+        if values and type(values[0]) is bool:
+            values = [self._hashable(v) for v in values]
         for value in values:
-            sketch.update(self._hashable(value))
-        return self._bytes(sketch)
+            update(value)
+        return self._built(sketch)
+
+    def _built(self, sketch: Any) -> _Built:
+        """The sketch's bytes with its result, computed while the sketch is at hand (lowering needs no parse)."""
+        built = _Built(self._bytes(sketch))
+        built.result = self._result(sketch, built)
+        return built
 
     # subclasses: _new, _hashable, _bytes, _merged
 
@@ -291,8 +320,16 @@ class ApproxCountDistinct(_Sketch):
     def lower(self, partial) -> int:
         if partial is None:
             return 0
-        estimate = datasketches_module().hll_sketch.deserialize(order_free(partial)).get_estimate()
-        return math.floor(estimate + 0.5)  # Java's Math.round
+        if type(partial) is _Built:
+            return partial.result
+        return self._result(None, partial)
+
+    @staticmethod
+    def _result(sketch: Any, data: bytes) -> int:
+        flagged = order_free(data)
+        if flagged is data and sketch is not None:  # coupon mode: its estimate depends on no order
+            return math.floor(sketch.get_estimate() + 0.5)  # Java's Math.round
+        return math.floor(datasketches_module().hll_sketch.deserialize(flagged).get_estimate() + 0.5)
 
 
 def java_inclusive_rank(q: float, n: int) -> float:
@@ -339,8 +376,19 @@ class ApproxPercentile(_Sketch):
     def lower(self, partial) -> float | None:
         if partial is None:
             return None
-        sketch = datasketches_module().kll_doubles_sketch.deserialize(partial)
+        if type(partial) is _Built:
+            return partial.result
+        return self._result(datasketches_module().kll_doubles_sketch.deserialize(partial), partial)
+
+    def _result(self, sketch: Any, data: bytes) -> float:
         return sketch.get_quantile(java_inclusive_rank(self.q, sketch.n))
+
+    array_values = True
+
+    def from_values(self, values: np.ndarray) -> bytes:
+        sketch = self._new()
+        sketch.update(values.astype(np.float64, copy=False))  # one call for the window's values
+        return self._built(sketch)
 
 
 class HllSketch(ApproxCountDistinct):
@@ -352,7 +400,11 @@ class HllSketch(ApproxCountDistinct):
         super().__init__(column, lg_k, f"hll_sketch:{column}:{lg_k}")
 
     def lower(self, partial) -> bytes:
-        return self._bytes(self._new()) if partial is None else order_free(partial)
+        return self._bytes(self._new()) if partial is None else bytes(order_free(partial))
+
+    @staticmethod
+    def _result(sketch: Any, data: bytes) -> None:
+        return None  # the result is the bytes themselves
 
 
 class KllSketch(ApproxPercentile):
@@ -364,7 +416,10 @@ class KllSketch(ApproxPercentile):
         super().__init__(column, 0.5, k, f"kll_sketch:{column}:{k}")
 
     def lower(self, partial) -> bytes | None:
-        return partial
+        return None if partial is None else bytes(partial)
+
+    def _result(self, sketch: Any, data: bytes) -> None:
+        return None  # the result is the bytes themselves
 
 
 def _quantile(text: str, spec: str) -> float:
