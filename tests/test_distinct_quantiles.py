@@ -154,3 +154,24 @@ def test_percentile_follows_spark_interpolation():
     assert partial == (10, 20, 30, 40)
     assert agg.lower(partial) == 17.5  # position 0.75: 10 + 0.75·(20 − 10)
     assert agg.lower(agg.combine(partial, agg.lift({"x": float("nan")}, 1))) == 17.5
+
+
+def test_quantiles_of_a_column_share_one_sketch_per_window():
+    """On the batch path, approx_percentile at several q and kll_sketch of one column (same K) build one KLL
+    per window, and each lowers it to its own answer."""
+    import numpy as np
+
+    from spanning.aggregates import BatchColumns
+
+    values = np.array([5.0, 1.0, 9.0, 3.0, 7.0])
+    cols = BatchColumns({"y": (values, np.array([True, True, True, False, True]))}, np.arange(5))
+    first, last = np.array([0, 0, 1, 1, 2]), np.array([1, 2, 2, 3, 3])
+    aggs = [parse_aggregate(s) for s in ("approx_percentile:y:0.5", "approx_percentile:y:1", "kll_sketch:y")]
+    partials = [agg.window_partials(cols, first, last, 4) for agg in aggs]
+    assert partials[0] is partials[1] is partials[2]
+    medians, tops, sketches = (agg.lower_partials(p) for agg, p in zip(aggs, partials, strict=True))
+    windows = [[5.0, 1.0], [5.0, 1.0, 9.0], [1.0, 9.0, 7.0], [7.0]]  # the valid values whose runs cover each
+    assert list(medians) == [min(w) if len(w) == 2 else sorted(w)[len(w) // 2] if len(w) > 1 else w[0]
+                             for w in windows]  # fmt: skip
+    assert list(tops) == [max(w) for w in windows]
+    assert [datasketches.kll_doubles_sketch.deserialize(s).n for s in sketches] == [len(w) for w in windows]

@@ -505,3 +505,27 @@ def test_the_jvm_path_reads_each_control_file_once_and_a_replay_reads_the_same(t
     assert (advance, drain) == (None, True) and after_flush["flush"] == "flush-1764000000000000000.json"
     assert controls.pending(7, applied) == (advance, drain, after_flush)  # a replay of 7 sees the same
     assert controls.pending(8, after_flush)[:2] == (None, False)
+
+
+def test_distinct_counts_and_quantiles_stream_as_the_batch_job_gives_them(spark, tmp_path, capsys):
+    """count_distinct, percentile and the sketches through the Python processor's state (sets, value lists and
+    sketch bytes kept between batches): a drained stream == spanning run on the same files. The JVM processor
+    names what it cannot hold."""
+    from spanning.cli import main
+
+    drop_files(tmp_path / "in", by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False).iloc[:6000], 4))
+    query = ["--range", "15m", "--slide", "5m", "--ttp", "10m", "--start", "start", "--end", "end", "--key", "cell",
+             "--agg", "count", "--agg", "count_distinct:caller", "--agg", "percentile:duration:0.95",
+             "--agg", "approx_count_distinct:caller", "--agg", "approx_percentile:duration:0.5"]  # fmt: skip
+    assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
+                      *query, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain") == 0  # fmt: skip
+    assert main(["run", str(tmp_path / "in"), *query, "--series-start", "first", "--engine", "local",
+                 "--output", str(tmp_path / "batch")]) == 0  # fmt: skip
+    streamed = windows_of(tmp_path / "out")
+    batch = pd.read_parquet(tmp_path / "batch" / "windows").sort_values(["cell", "window_start"])
+    assert len(streamed) > 100 and (streamed["count_distinct_caller"] < streamed["count"]).any()
+    pd.testing.assert_frame_equal(streamed[batch.columns.tolist()], batch.reset_index(drop=True), check_dtype=False)
+    capsys.readouterr()
+    assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out2"), "--checkpoint",
+                      str(tmp_path / "chk2"), *query, "--processor", "jvm") == 2  # fmt: skip
+    assert "--processor jvm cannot run this query: count_distinct:caller" in capsys.readouterr().err

@@ -107,7 +107,18 @@ class ObjectArrays:
     def from_values(self, values: list) -> Any:
         raise NotImplementedError
 
+    def shared_as(self) -> tuple | None:
+        """What another aggregate must match to share this one's window partials (None: never shared)."""
+        return None
+
     def window_partials(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> tuple:
+        shared = self.shared_as()
+        if shared is None:
+            return self._window_partials(cols, first, last, n)
+        # several quantiles of a column, or its estimate and its sketch: one sketch per window for all of them
+        return cols.memo((*shared, id(first), id(last), n), lambda: self._window_partials(cols, first, last, n))
+
+    def _window_partials(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> tuple:
         out = _objects([self.identity()] * n)
         if not n or not len(first):
             return (out,)
@@ -221,8 +232,9 @@ def datasketches_module() -> Any:
 
 
 class _Built(bytes):
-    """A sketch's bytes, with the result its aggregate lowers them to (``result``), computed when it was built."""
+    """A sketch's bytes, with the result that the aggregate named ``by`` lowers them to, computed when it was built."""
 
+    by: str = ""
     result: Any = None
 
 
@@ -267,8 +279,11 @@ class _Sketch(ObjectArrays, Aggregate):
     def _built(self, sketch: Any) -> _Built:
         """The sketch's bytes with its result, computed while the sketch is at hand (lowering needs no parse)."""
         built = _Built(self._bytes(sketch))
-        built.result = self._result(sketch, built)
+        built.by, built.result = self.name, self._result(sketch, built)
         return built
+
+    def shared_as(self) -> tuple:
+        return ("sketch", self.kind, self.column, self.size)
 
     # subclasses: _new, _hashable, _bytes, _merged
 
@@ -320,7 +335,7 @@ class ApproxCountDistinct(_Sketch):
     def lower(self, partial) -> int:
         if partial is None:
             return 0
-        if type(partial) is _Built:
+        if type(partial) is _Built and partial.by == self.name:
             return partial.result
         return self._result(None, partial)
 
@@ -376,7 +391,7 @@ class ApproxPercentile(_Sketch):
     def lower(self, partial) -> float | None:
         if partial is None:
             return None
-        if type(partial) is _Built:
+        if type(partial) is _Built and partial.by == self.name:
             return partial.result
         return self._result(datasketches_module().kll_doubles_sketch.deserialize(partial), partial)
 
