@@ -39,20 +39,11 @@ def subscriber_cdr_file(rows: int) -> Path:
     """Integer-keyed CDRs with a subscriber column (about 1M distinct over 3M rows), cached in the temp folder."""
     path = Path(tempfile.gettempdir()) / f"spanning-bench-subscribers-{rows}.parquet"
     if not path.exists():
-        rng = np.random.default_rng(24)
-        begin = pd.Timestamp("2024-03-04").value // 10**9 + rng.integers(0, 7 * 86_400, rows)
-        length = rng.lognormal(np.log(60), 0.5, rows)
-        sessions = rng.random(rows) < 0.01
-        length[sessions] = rng.uniform(1_800, 4 * 3_600, sessions.sum())
-        length = np.rint(length).astype(np.int64) + 1
-        weights = 1.0 / np.arange(1, 201) ** 1.1
-        frame = pd.DataFrame({
-            "cell": rng.choice(200, size=rows, p=weights / weights.sum()).astype(np.int64),
-            "subscriber": 33_600_000_000 + rng.integers(0, int(rows * 0.4), rows),  # 1 - e^-2.5: ~0.92·0.4·rows
-            "start": pd.to_datetime(begin, unit="s", utc=True).astype("datetime64[us, UTC]"),
-            "end": pd.to_datetime(begin + length, unit="s", utc=True).astype("datetime64[us, UTC]"),
-            "duration": length.astype(np.float64),
-        })  # fmt: skip
+        from spark_jobs.peers import integer_cdr_frame
+
+        frame, rng, length = integer_cdr_frame(rows, seed=24)
+        frame.insert(1, "subscriber", 33_600_000_000 + rng.integers(0, int(rows * 0.4), rows))  # ~0.92·0.4·rows
+        frame["duration"] = length.astype(np.float64)
         frame.sort_values("end", kind="stable").to_parquet(path, index=False)
     return path
 

@@ -64,26 +64,33 @@ def cdr_file(rows: int) -> Path:
 
 
 def integer_cdr_file(rows: int) -> Path:
-    """CDRs keyed by integer cell ids, cached as Parquet in the temp folder: 7 days, 200 cells (Zipf-like), 1% data
-    sessions of 0.5-4 h and calls of about a minute; ``bytes`` a long, ``duration`` a double (seconds)."""
+    """CDRs keyed by integer cell ids, cached as Parquet in the temp folder (``integer_cdr_frame``); ``bytes`` a
+    long, ``duration`` a double (seconds)."""
     path = Path(tempfile.gettempdir()) / f"spanning-bench-intcdr-{rows}.parquet"
     if not path.exists():
-        rng = np.random.default_rng(22)
-        begin = pd.Timestamp("2024-03-04").value // 10**9 + rng.integers(0, 7 * 86_400, rows)
-        length = rng.lognormal(np.log(60), 0.5, rows)
-        sessions = rng.random(rows) < 0.01
-        length[sessions] = rng.uniform(1_800, 4 * 3_600, sessions.sum())
-        length = np.rint(length).astype(np.int64) + 1
-        weights = 1.0 / np.arange(1, 201) ** 1.1
-        frame = pd.DataFrame({
-            "cell": rng.choice(200, size=rows, p=weights / weights.sum()).astype(np.int64),
-            "start": pd.to_datetime(begin, unit="s", utc=True).astype("datetime64[us, UTC]"),
-            "end": pd.to_datetime(begin + length, unit="s", utc=True).astype("datetime64[us, UTC]"),
-            "bytes": (length * rng.uniform(1_500, 2_500, rows)).astype(np.int64),
-            "duration": length.astype(np.float64),
-        })  # fmt: skip
+        frame, rng, length = integer_cdr_frame(rows, seed=22)
+        frame["bytes"] = (length * rng.uniform(1_500, 2_500, rows)).astype(np.int64)
+        frame["duration"] = length.astype(np.float64)
         frame.sort_values("end", kind="stable").to_parquet(path, index=False)  # written as calls end
     return path
+
+
+def integer_cdr_frame(rows: int, seed: int) -> tuple[pd.DataFrame, np.random.Generator, np.ndarray]:
+    """Integer-keyed calls over 7 days: 200 cells (Zipf-like), 1% data sessions of 0.5-4 h and calls of about a
+    minute. The frame (cell, start, end), the generator (for more columns) and the lengths in seconds."""
+    rng = np.random.default_rng(seed)
+    begin = pd.Timestamp("2024-03-04").value // 10**9 + rng.integers(0, 7 * 86_400, rows)
+    length = rng.lognormal(np.log(60), 0.5, rows)
+    sessions = rng.random(rows) < 0.01
+    length[sessions] = rng.uniform(1_800, 4 * 3_600, sessions.sum())
+    length = np.rint(length).astype(np.int64) + 1
+    weights = 1.0 / np.arange(1, 201) ** 1.1
+    frame = pd.DataFrame({
+        "cell": rng.choice(200, size=rows, p=weights / weights.sum()).astype(np.int64),
+        "start": pd.to_datetime(begin, unit="s", utc=True).astype("datetime64[us, UTC]"),
+        "end": pd.to_datetime(begin + length, unit="s", utc=True).astype("datetime64[us, UTC]"),
+    })  # fmt: skip
+    return frame, rng, length
 
 
 def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print, master: str | None = None,

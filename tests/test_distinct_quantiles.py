@@ -14,7 +14,7 @@ from spanning.aggregates.distinct import order_free
 from spanning.swag import ALGORITHMS, NEEDS_INVERSE
 from tests.oracle import oracle
 from tests.streams import assert_same_windows, frame_windows, streams, to_frame, window_specs
-from tests.test_properties import run_engines
+from tests.test_techniques import assert_technique_equals_oracle
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EXACT = {
@@ -45,13 +45,9 @@ def _values(events, key, ws, we, ttp, column):
 @SETTINGS
 @given(spec=window_specs(), events=streams())
 def test_exact_aggregates_equal_oracle(technique, spec, events):
-    expected, expected_late = oracle(events, *spec, EXACT)
-    height = 2 if technique == "se-ml-slicing" else 1
-    got, late = run_engines(events, spec, EXACT, technique=technique, height=height)
-    assert_same_windows(got, expected)
-    assert late == expected_late
+    assert_technique_equals_oracle(technique, spec, events, EXACT, height=2)  # the per-event engines
     out = spanning.aggregate(to_frame(events), *spec, aggregates=EXACT, key="key", technique=technique)
-    assert_same_windows(frame_windows(out, EXACT), expected)
+    assert_same_windows(frame_windows(out, EXACT), oracle(events, *spec, EXACT)[0])  # the batch path
 
 
 @SETTINGS
