@@ -28,6 +28,14 @@ ALL_AGGREGATES = {
     "mincount_x": "mincount:x",
     "maxcount_y": "maxcount:y",
 }
+# the exact distinct counts and quantiles (the oracle evaluates them; the sketches are checked against bounds)
+DISTINCT_AGGREGATES = {
+    "d_x": "count_distinct:x",
+    "d_z": "count_distinct:z",
+    "p50_x": "percentile:x:0.5",
+    "p95_y": "percentile:y:0.95",
+    "p0_y": "percentile:y:0",
+}
 
 
 @st.composite

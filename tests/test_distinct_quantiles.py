@@ -13,17 +13,11 @@ from spanning.aggregates import parse_aggregate
 from spanning.aggregates.distinct import order_free
 from spanning.swag import ALGORITHMS, NEEDS_INVERSE
 from tests.oracle import oracle
-from tests.streams import assert_same_windows, frame_windows, streams, to_frame, window_specs
+from tests.streams import DISTINCT_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 from tests.test_techniques import assert_technique_equals_oracle
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-EXACT = {
-    "d_x": "count_distinct:x",
-    "d_z": "count_distinct:z",
-    "p50_x": "percentile:x:0.5",
-    "p95_y": "percentile:y:0.95",
-    "p0_y": "percentile:y:0",
-}
+EXACT = DISTINCT_AGGREGATES
 SKETCHED = {"a_x": "approx_count_distinct:x", "a_z": "approx_count_distinct:z:5", "q_y": "approx_percentile:y:0.9"}
 SLICING = sorted(set(spanning.TECHNIQUES) - {"sweeping"})
 
@@ -171,3 +165,26 @@ def test_quantiles_of_a_column_share_one_sketch_per_window():
                              for w in windows]  # fmt: skip
     assert list(tops) == [max(w) for w in windows]
     assert [datasketches.kll_doubles_sketch.deserialize(s).n for s in sketches] == [len(w) for w in windows]
+
+
+def test_the_command_names_what_cannot_take_them():
+    """One usage line each, before any engine runs: sweeping, and a sketch column in CSV."""
+    from spanning.app.jobspec import (
+        EventFields,
+        Execution,
+        InputFiles,
+        OutputOptions,
+        RunConfig,
+        UsageError,
+        WindowQuery,
+    )
+
+    def config(aggregate, **options):
+        return RunConfig(InputFiles(["calls.csv"]), EventFields("start", "end"), WindowQuery(900, 300, 0, [aggregate]),
+                         **options)  # fmt: skip
+
+    with pytest.raises(UsageError, match="--technique sweeping cannot compute count_distinct:caller.*use se-slicing"):
+        config("count_distinct:caller", execution=Execution(technique="sweeping"))
+    with pytest.raises(UsageError, match="--agg hll_sketch:caller writes a sketch .* use --format parquet"):
+        config("hll_sketch:caller", output=OutputOptions(format="csv"))
+    assert config("approx_count_distinct:caller", output=OutputOptions(format="csv"))  # an estimate is a number

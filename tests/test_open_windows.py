@@ -16,7 +16,15 @@ from spanning.engines.engine import build_aggregates
 from spanning.engines.open_windows import OpenWindows, StateFormatError
 from spanning.kernels.windows import WindowSpec
 from tests.oracle import oracle
-from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
+from tests.streams import (
+    ALL_AGGREGATES,
+    DISTINCT_AGGREGATES,
+    assert_same_windows,
+    frame_windows,
+    streams,
+    to_frame,
+    window_specs,
+)
 
 
 def micro_batches(events, cuts):
@@ -61,12 +69,24 @@ def run_stream(batches, spec, aggregates, shuffle_seed, series_start=None):
     explicit_start=st.booleans(),
 )
 def test_micro_batched_stream_equals_oracle(spec, events, cuts, shuffle_seed, explicit_start):
+    assert_stream_equals_oracle(spec, events, cuts, shuffle_seed, explicit_start, ALL_AGGREGATES)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=window_specs(), events=streams(max_events=50), cuts=st.lists(st.integers(0, 60), max_size=8),
+       shuffle_seed=st.integers(0, 1000), explicit_start=st.booleans())  # fmt: skip
+def test_micro_batched_distinct_counts_and_percentiles_equal_oracle(spec, events, cuts, shuffle_seed, explicit_start):
+    """The state of spanning stream's Python processor holds sets and sorted values between batches."""
+    assert_stream_equals_oracle(spec, events, cuts, shuffle_seed, explicit_start, DISTINCT_AGGREGATES)
+
+
+def assert_stream_equals_oracle(spec, events, cuts, shuffle_seed, explicit_start, aggregates):
     series_start = -10 if explicit_start else None
     batches = micro_batches(events, cuts)
     arrival = [e for batch in batches for e in batch]
-    windows, late = run_stream(batches, spec, ALL_AGGREGATES, shuffle_seed, series_start)
-    expected, expected_late = oracle(arrival, *spec, ALL_AGGREGATES, series_start=series_start)
-    assert_same_windows(frame_windows(windows, ALL_AGGREGATES), expected)
+    windows, late = run_stream(batches, spec, aggregates, shuffle_seed, series_start)
+    expected, expected_late = oracle(arrival, *spec, aggregates, series_start=series_start)
+    assert_same_windows(frame_windows(windows, aggregates), expected)
     assert late == expected_late
 
 

@@ -295,6 +295,12 @@ class RunConfig:
         _one_of("engine", self.engine, ("spark", "local"))
         if self.execution.sharing not in ("all", "none", "weaveshare"):
             raise UsageError(f"bad --sharing {self.execution.sharing!r}: use all, none or weaveshare")
+        if self.execution.technique == "sweeping":  # a clear line here, not the engine's over internal names
+            unswept = [a for a in self.query.aggregates if parse_aggregate(a).capabilities.form is None]
+            if unswept:
+                raise UsageError(f"--technique sweeping cannot compute {unswept[0]} (plane sweeping needs values"
+                                 " that can leave a running form): use se-slicing, se-ml-slicing, tuple-buckets or"
+                                 " aggregate-buckets")  # fmt: skip
         if self.output.format == "csv":
             binary = [a for a in self.query.aggregates if parse_aggregate(a).capabilities.result is ResultKind.BINARY]
             if binary:
