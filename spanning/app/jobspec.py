@@ -113,8 +113,8 @@ def user_errors(error: Exception, columns: dict[str, str]) -> Exception:
 
 def output_name(spec: str) -> str:
     """Output column of an aggregate: ``count``, ``sum_bytes``, ``argmax_duration_caller``,
-    ``percentile_duration_0_95`` (no dot: Spark would read ``a.b`` as a field of ``a``)."""
-    return spec.replace(":", "_").replace(".", "_")
+    ``percentile_duration_0_95`` (a quantile's dot becomes ``_``; column names are kept as they are)."""
+    return "_".join(part.replace(".", "_") if re.fullmatch(r"\d*\.\d+", part) else part for part in spec.split(":"))
 
 
 def _one_of(option: str, value: object, allowed: tuple) -> None:
