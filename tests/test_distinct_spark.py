@@ -116,3 +116,21 @@ def test_local_engine_and_spark_plans_give_one_answer(spark, tmp_path):
     assert (reference["hll_estimate"] == reference["approx_count_distinct_caller"]).all()
     for frame in outputs.values():
         pd.testing.assert_frame_equal(frame, reference, check_dtype=False)
+
+
+def test_the_sql_order_free_flag_equals_the_python_one(spark):
+    """plans._order_free_hll (the JVM plans' estimate) flags an HLL-mode sketch as order_free does, and leaves
+    a coupon-mode one alone; Spark's estimate of it is the registers' one, as the Python engines give."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.plans import _order_free_hll
+
+    frame = spark.createDataFrame([(g, v) for g in (0, 1) for v in range(5 if g == 0 else 5000)], "g int, v long")
+    rows = frame.coalesce(1).groupBy("g").agg(F.hll_sketch_agg("v", 12).alias("s")).select(
+        "g", "s", _order_free_hll(F.col("s")).alias("flagged"),
+        F.hll_sketch_estimate(_order_free_hll(F.col("s"))).alias("estimate")).collect()  # fmt: skip
+    for row in rows:
+        assert bytes(row["flagged"]) == order_free(bytes(row["s"]))
+        assert (bytes(row["flagged"]) == bytes(row["s"])) == (row["g"] == 0)  # coupon mode: untouched
+        registers = datasketches.hll_sketch.deserialize(order_free(bytes(row["s"]))).get_estimate()
+        assert row["estimate"] == math.floor(registers + 0.5)

@@ -116,7 +116,9 @@ class ObjectArrays:
         if shared is None:
             return self._window_partials(cols, first, last, n)
         # several quantiles of a column, or its estimate and its sketch: one sketch per window for all of them
-        return cols.memo((*shared, id(first), id(last), n), lambda: self._window_partials(cols, first, last, n))
+        # (the memo keeps first and last alive with the partials, so their ids name them while it lasts)
+        return cols.memo((*shared, id(first), id(last), n),
+                         lambda: (first, last, self._window_partials(cols, first, last, n)))[2]  # fmt: skip
 
     def _window_partials(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> tuple:
         out = _objects([self.identity()] * n)
@@ -156,7 +158,7 @@ class ObjectArrays:
 
 
 class CountDistinct(ObjectArrays, Aggregate):
-    """``count_distinct:col``: exact, the set of the window's non-null values (selective: a set union)."""
+    """``count_distinct:col``: exact, the set of the window's non-null values (merged by union)."""
 
     # a union is idempotent but not a selection (a ∪ b is neither a nor b), which SlickDeque's selective form
     # needs: declared cumulative, it takes the (φ, ϕ) path
