@@ -233,13 +233,6 @@ def datasketches_module() -> Any:
     return datasketches
 
 
-class _Built(bytes):
-    """A sketch's bytes, with the result that the aggregate named ``by`` lowers them to, computed when it was built."""
-
-    by: str = ""
-    result: Any = None
-
-
 class _Sketch(ObjectArrays, Aggregate):
     """A DataSketches sketch as a partial: its bytes, or None before any value (also for all-null windows)."""
 
@@ -276,13 +269,7 @@ class _Sketch(ObjectArrays, Aggregate):
             values = [self._hashable(v) for v in values]
         for value in values:
             update(value)
-        return self._built(sketch)
-
-    def _built(self, sketch: Any) -> _Built:
-        """The sketch's bytes with its result, computed while the sketch is at hand (lowering needs no parse)."""
-        built = _Built(self._bytes(sketch))
-        built.by, built.result = self.name, self._result(sketch, built)
-        return built
+        return self._bytes(sketch)
 
     def shared_as(self) -> tuple:
         return ("sketch", self.kind, self.column, self.size)
@@ -337,16 +324,8 @@ class ApproxCountDistinct(_Sketch):
     def lower(self, partial) -> int:
         if partial is None:
             return 0
-        if type(partial) is _Built and partial.by == self.name:
-            return partial.result
-        return self._result(None, partial)
-
-    @staticmethod
-    def _result(sketch: Any, data: bytes) -> int:
-        flagged = order_free(data)
-        if flagged is data and sketch is not None:  # coupon mode: its estimate depends on no order
-            return math.floor(sketch.get_estimate() + 0.5)  # Java's Math.round
-        return math.floor(datasketches_module().hll_sketch.deserialize(flagged).get_estimate() + 0.5)
+        estimate = datasketches_module().hll_sketch.deserialize(order_free(partial)).get_estimate()
+        return math.floor(estimate + 0.5)  # Java's Math.round
 
 
 def java_inclusive_rank(q: float, n: int) -> float:
@@ -393,11 +372,7 @@ class ApproxPercentile(_Sketch):
     def lower(self, partial) -> float | None:
         if partial is None:
             return None
-        if type(partial) is _Built and partial.by == self.name:
-            return partial.result
-        return self._result(datasketches_module().kll_doubles_sketch.deserialize(partial), partial)
-
-    def _result(self, sketch: Any, data: bytes) -> float:
+        sketch = datasketches_module().kll_doubles_sketch.deserialize(partial)
         return sketch.get_quantile(java_inclusive_rank(self.q, sketch.n))
 
     array_values = True
@@ -405,7 +380,7 @@ class ApproxPercentile(_Sketch):
     def from_values(self, values: np.ndarray) -> bytes:
         sketch = self._new()
         sketch.update(values.astype(np.float64, copy=False))  # one call for the window's values
-        return self._built(sketch)
+        return sketch.serialize()
 
 
 class HllSketch(ApproxCountDistinct):
@@ -417,11 +392,7 @@ class HllSketch(ApproxCountDistinct):
         super().__init__(column, lg_k, f"hll_sketch:{column}:{lg_k}")
 
     def lower(self, partial) -> bytes:
-        return self._bytes(self._new()) if partial is None else bytes(order_free(partial))
-
-    @staticmethod
-    def _result(sketch: Any, data: bytes) -> None:
-        return None  # the result is the bytes themselves
+        return self._bytes(self._new()) if partial is None else order_free(partial)
 
 
 class KllSketch(ApproxPercentile):
@@ -433,10 +404,7 @@ class KllSketch(ApproxPercentile):
         super().__init__(column, 0.5, k, f"kll_sketch:{column}:{k}")
 
     def lower(self, partial) -> bytes | None:
-        return None if partial is None else bytes(partial)
-
-    def _result(self, sketch: Any, data: bytes) -> None:
-        return None  # the result is the bytes themselves
+        return partial
 
 
 def _quantile(text: str, spec: str) -> float:
