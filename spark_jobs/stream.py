@@ -188,18 +188,17 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     control_schema = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(CONTROL, T.LongType()),
                                    T.StructField(FLUSH, T.BooleanType())])  # fmt: skip
     controls = spark.readStream.schema(control_schema).option("maxFilesPerTrigger", 1).json(str(control))
+    if processor == "jvm":  # the batch's rows as they are: foreachBatch reduces them (stream_jvm)
+        # the control files still trigger batches, but the driver reads them (ControlFiles): none is scanned
+        rows = prepared.rows.unionByName(controls.where(F.lit(False)).select(), allowMissingColumns=True)
+        micro_batch = JvmMicroBatch(prepared, cfg, aggregates, originals,
+                                    StateTable(state / STATE, options.state_versions),
+                                    ControlFiles(control, CONTROL))  # fmt: skip
+        return StreamQuery(rows, prepared, cfg, options, aggregates, originals, micro_batch)
     keys = [key_column(i) for i in range(len(prepared.keys))]
     bucket = F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(options.buckets)) if keys else F.lit(0)
     rows = prepared.rows.withColumn(BUCKET, bucket.cast("int"))
     rows = rows.withColumn(CONTROL, F.lit(None).cast("long")).withColumn(FLUSH, F.lit(None).cast("boolean"))
-    if processor == "jvm":  # the batch's rows as they are: foreachBatch reduces them (stream_jvm)
-        # the control files still trigger batches, but the driver reads them (ControlFiles): none is scanned
-        rows = rows.unionByName(controls.where(F.lit(False)), allowMissingColumns=True)
-        micro_batch = JvmMicroBatch(prepared, cfg, aggregates, originals,
-                                    StateTable(state / STATE, options.state_versions),
-                                    ControlFiles(control, CONTROL))  # fmt: skip
-        return StreamQuery(rows.drop(BUCKET, CONTROL, FLUSH), prepared, cfg, options, aggregates, originals,
-                           micro_batch)  # fmt: skip
     rows = rows.unionByName(controls, allowMissingColumns=True)
 
     specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
@@ -469,8 +468,8 @@ class IdleFlush:
     def __init__(self, job: StreamQuery, writer: BatchWriter) -> None:
         self.job, self.writer = job, writer
         self.folder = Path(job.options.checkpoint) / "spanning" / "control"
-        clocks = [json.loads(p.read_text().splitlines()[0])[CONTROL] for p in self.folder.glob("advance-*.json")]
-        self.last = max(clocks, default=None)  # the clock of the last control file: only a later one is written
+        # the clock of the last control file: only a later one is written
+        self.last = max(ControlFiles(self.folder, CONTROL).advances().values(), default=None)
 
     def after_batch(self, batch_id: int) -> None:
         options, spec = self.job.options, self.job.cfg.query.spec

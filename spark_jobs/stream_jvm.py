@@ -124,14 +124,17 @@ class ControlFiles:
     def __init__(self, folder: Path, clock_field: str) -> None:
         self.folder, self.clock_field = folder, clock_field
 
+    def advances(self) -> dict[int, int]:
+        """The advance files there: the batch each was written after -> its clock."""
+        return {int(path.stem.split("-", 1)[1]): json.loads(path.read_text().splitlines()[0])[self.clock_field]
+                for path in self.folder.glob("advance-*.json")}  # fmt: skip
+
     def pending(self, batch_id: int, applied: dict) -> tuple[int | None, bool, dict]:
         """The clock to advance every known key to (None: none), whether to drain, and what is then applied."""
         last_advance, last_flush = applied.get("advance", -1), applied.get("flush", "")
         advance, newest = None, last_advance
-        for path in self.folder.glob("advance-*.json"):
-            after = int(path.stem.split("-", 1)[1])
+        for after, clock in self.advances().items():
             if last_advance < after < batch_id:  # advances are maxima: several at once are their largest
-                clock = json.loads(path.read_text().splitlines()[0])[self.clock_field]
                 advance, newest = clock if advance is None else max(advance, clock), max(newest, after)
         flushes = sorted(p.name for p in self.folder.glob("flush-*.json") if p.name > last_flush)
         return advance, bool(flushes), {"advance": newest, "flush": flushes[-1] if flushes else last_flush}
