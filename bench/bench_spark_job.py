@@ -32,22 +32,35 @@ from pathlib import Path
 
 import pandas as pd
 
-from spark_jobs.peers import AGG_SETS, SHAPES, cdr_file, integer_cdr_file, spark_vs_sql
+from spark_jobs.peers import AGG_SETS, cdr_file, integer_cdr_file, spark_vs_sql
 
 HERE = Path(__file__).resolve().parent
 
 
-DATASETS = {"int": integer_cdr_file, "text": cdr_file}  # integer cell ids (the main job's shape), text cells
+KEY_SHAPES = ("zipf", "hot", "none", "uniform")  # the cells of the integer CDRs (--keys); none: a query without --key
 
 
-def _commands(path: Path, out: Path, range_: int, slide: int, aggs: list[str]) -> tuple[list[str], list[str]]:
-    """``spanning run`` and the hand-written script over ``path``, each writing Parquet under ``out``."""
+def dataset(data: str, rows: int, keys: str) -> Path:
+    """The Parquet file of ``data`` ("int": integer cells shaped by ``keys``; "text": the generator's text cells).
+    "zipf" is 7 days of 200 Zipf cells; "hot", "none" and "uniform" are 60 hours of one hot cell among 200 (the
+    same file, "none" queried without a key) or of 10,000 even cells (``spark_jobs.peers.integer_cdr_frame``)."""
+    if data == "text":
+        return cdr_file(rows)
+    if keys == "zipf":
+        return integer_cdr_file(rows)
+    return integer_cdr_file(rows, "uniform" if keys == "uniform" else "hot", hours=60)
+
+
+def _commands(path: Path, out: Path, range_: int, slide: int, aggs: list[str], keyed: bool = True) -> dict:
+    """``spanning run``, the hand-written script and the floor over ``path``, each writing Parquet under ``out``."""
     run = [sys.executable, "-m", "spanning.cli", "run", str(path), "--range", str(range_), "--slide", str(slide),
-           "--ttp", "7d", "--start", "start", "--end", "end", "--key", "cell",
+           "--ttp", "7d", "--start", "start", "--end", "end", *(["--key", "cell"] if keyed else []),
            *[x for a in aggs for x in ("--agg", a)], "--output", str(out / "run"), "--overwrite"]  # fmt: skip
-    sql = [sys.executable, str(HERE / "sql_explode_job.py"), str(path), str(out / "sql"), "--range", str(range_),
-           "--slide", str(slide), *(["--max"] if "max:duration" in aggs else [])]  # fmt: skip
-    return run, sql
+    script = [sys.executable, str(HERE / "sql_explode_job.py"), str(path), str(out / "sql"), "--range", str(range_),
+              "--slide", str(slide), *(["--max"] if "max:duration" in aggs else []),
+              *([] if keyed else ["--no-key"])]  # fmt: skip
+    floor = [*script[:3], str(out / "floor"), *script[4:], "--floor"]
+    return {"run": run, "sql": script, "floor": floor}
 
 
 def _timed_command(command: list[str], env: dict) -> None:
@@ -62,14 +75,15 @@ def _timed_command(command: list[str], env: dict) -> None:
                              f"{err.read().decode(errors='replace')[-3000:]}")  # fmt: skip
 
 
-def _same_windows(out: Path, aggs: list[str]) -> int:
+def _same_windows(out: Path, aggs: list[str], keyed: bool = True) -> int:
     """The windows of ``spanning run`` and of the script, compared row for row; their number."""
-    columns = ["cell", "window_start", *[a.replace(":", "_") for a in aggs]]
+    columns = [*(["cell"] if keyed else []), "window_start", *[a.replace(":", "_") for a in aggs]]
+    order = columns[: 1 + keyed]
     frames = []
     for name in ("run/windows", "sql"):  # the script writes Spark's default INT96 times, read without a zone
         frame = pd.read_parquet(out / name, columns=columns)
         frame["window_start"] = pd.to_datetime(frame["window_start"], utc=True).astype("datetime64[us, UTC]")
-        frames.append(frame.sort_values(columns[:2]).reset_index(drop=True))
+        frames.append(frame.sort_values(order).reset_index(drop=True))
     try:
         pd.testing.assert_frame_equal(*frames, check_dtype=False)
     except AssertionError as err:
@@ -77,53 +91,63 @@ def _same_windows(out: Path, aggs: list[str]) -> int:
     return len(frames[0])
 
 
-def processes(rows: int, repeat: int, archive_control: bool, datasets: list[str], agg_sets: dict) -> None:
-    """Whole processes, interleaved: ``spanning run`` against the standalone SQL script (and, with
-    ``archive_control``, the script again with the driver's class archive that ``spanning run`` maps)."""
+def _spread(times: list[float]) -> str:
+    t = sorted(times)
+    return f"{statistics.median(t):.1f} ({t[0]:.1f}-{t[-1]:.1f})"
+
+
+def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: list[str], shapes: list,
+              agg_sets: dict, floor: bool) -> None:  # fmt: skip
+    """Whole processes, interleaved (run, script, floor, run, script, floor, ...): ``spanning run`` against the
+    standalone SQL script, each with the driver's class archive (``archive``) or both without it."""
     from spark_jobs.class_archive import driver_options
-    from spark_jobs.session import check_java, submit_args
+    from spark_jobs.session import check_java
 
     out = Path(tempfile.mkdtemp(prefix="spanning-bench-proc-"))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    archive = driver_options(check_java())
-    if archive_control and not archive:
-        raise SystemExit("no class archive to give the SQL script: python -m spark_jobs.class_archive builds it")
-    with_archive = {**env, "PYSPARK_SUBMIT_ARGS": submit_args(archive)}
+    if archive:
+        options = driver_options(check_java())
+        if not options:
+            raise SystemExit("--archive on: no class archive (python -m spark_jobs.class_archive builds it)")
+        from spark_jobs.session import submit_args
+
+        env["PYSPARK_SUBMIT_ARGS"] = submit_args(options)  # the script's JVM maps it as spanning run's does
+    else:
+        env["SPANNING_CLASS_ARCHIVE"] = "off"
     print(f"{rows:,} CDRs (Parquet), whole processes, {repeat} interleaved pairs, {os.cpu_count()} cores, "
-          f"class archive {'mapped' if archive else 'absent'}; ratio = SQL script s / spanning run s")  # fmt: skip
-    control = " SQL + archive s (min-max) | SQL + archive/run |" if archive_control else ""
-    print("| data | ω/β | aggregates | plan (windows/event) | spanning run s (min-max) | SQL script s (min-max) "
-          f"| SQL/run, median of pairs (min-max) |{control}")  # fmt: skip
-    print("|---|---|---|---|---|---|---|" + ("---|---|" if archive_control else ""))
+          f"class archive {'on' if archive else 'off'} on both sides; ratio = script s / spanning run s")  # fmt: skip
+    print("| data | keys | ω/β | aggregates | plan (windows/event) | spanning run s (min-max) | script s (min-max) "
+          "| script/run, median of pairs (min-max) |" + (" floor s (min-max) | run/floor |" if floor else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if floor else ""))
     for data in datasets:
-        path = DATASETS[data](rows)
-        for range_, slide in SHAPES:
-            for name, aggs in agg_sets.items():
-                run, sql = _commands(path, out, range_, slide, aggs)
-                commands = [("run", run, env), ("sql", sql, env), *([("sql+", sql, with_archive)] * archive_control)]
-                times = {label: [] for label, _, _ in commands}
-                for round_ in range(repeat):
-                    for label, command, command_env in commands:
-                        began = time.perf_counter()
-                        _timed_command(command, command_env)
-                        times[label].append(time.perf_counter() - began)
-                    if round_ == 0:
-                        _same_windows(out, aggs)
-                plan = json.loads((out / "run" / "summary.json").read_text())["plans"][0]
-                a = sorted(times["run"])
-                cells = [data, f"{range_ // 60}m/{slide // 60}m", name,
-                         f"{plan['plan']} ({plan['windows_per_event'] or 0:.1f})",
-                         f"{statistics.median(a):.1f} ({a[0]:.1f}-{a[-1]:.1f})"]  # fmt: skip
-                for label in [label for label in times if label != "run"]:
-                    b = sorted(times[label])
-                    pairs = sorted(y / x for x, y in zip(times["run"], times[label], strict=True))
-                    cells += [f"{statistics.median(b):.1f} ({b[0]:.1f}-{b[-1]:.1f})",
-                              f"**{statistics.median(pairs):.2f}×** ({pairs[0]:.2f}-{pairs[-1]:.2f})"]  # fmt: skip
-                print("| " + " | ".join(cells) + " |", flush=True)
+        for shape in keys if data == "int" else ["zipf"]:
+            path = dataset(data, rows, shape)
+            for range_, slide in shapes:
+                for name, aggs in agg_sets.items():
+                    commands = _commands(path, out, range_, slide, aggs, keyed=shape != "none")
+                    labels = ["run", "sql", *(["floor"] if floor else [])]
+                    times = {label: [] for label in labels}
+                    for round_ in range(repeat):
+                        for label in labels:
+                            began = time.perf_counter()
+                            _timed_command(commands[label], env)
+                            times[label].append(time.perf_counter() - began)
+                        if round_ == 0:
+                            _same_windows(out, aggs, keyed=shape != "none")
+                    plan = json.loads((out / "run" / "summary.json").read_text())["plans"][0]
+                    pairs = sorted(y / x for x, y in zip(times["run"], times["sql"], strict=True))
+                    cells = [data, shape if data == "int" else "text", f"{range_ // 60}m/{slide // 60}m", name,
+                             f"{plan['plan']} ({plan['windows_per_event'] or 0:.1f})", _spread(times["run"]),
+                             _spread(times["sql"]),
+                             f"**{statistics.median(pairs):.2f}×** ({pairs[0]:.2f}-{pairs[-1]:.2f})"]  # fmt: skip
+                    if floor:
+                        cells += [_spread(times["floor"]),
+                                  f"{statistics.median(times['run']) / statistics.median(times['floor']):.2f}×"]
+                    print("| " + " | ".join(cells) + " |", flush=True)
     shutil.rmtree(out, ignore_errors=True)
 
 
-def timeline(rows: int, data: str, range_: int, slide: int) -> None:
+def timeline(rows: int, data: str, keys: str, range_: int, slide: int) -> None:
     """Where each second of one whole process goes, for ``spanning run`` and for the SQL script: the process's
     start and exit, and from Spark's event log the application's start, each job and stage, and each SQL
     execution (seconds from the process's start)."""
@@ -134,15 +158,16 @@ def timeline(rows: int, data: str, range_: int, slide: int) -> None:
     (conf / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
                                               "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_CONF_DIR": str(conf)}  # fmt: skip
-    run, sql = _commands(DATASETS[data](rows), out, range_, slide, ["count", "sum:bytes", "max:duration"])
-    for label, command in (("spanning run", run), ("SQL script", sql)):
+           "SPARK_CONF_DIR": str(conf), "SPANNING_CLASS_ARCHIVE": "off"}  # fmt: skip
+    commands = _commands(dataset(data, rows, keys), out, range_, slide, ["count", "sum:bytes", "max:duration"],
+                         keyed=keys != "none")
+    for label, command in (("spanning run", commands["run"]), ("SQL script", commands["sql"])):
         before = set(events.iterdir())
         began = time.time()
         _timed_command(command, env)
         ended = time.time() - began
         (log,) = _new_event_log(events, before)
-        print(f"\n{label} ({data} keys, {range_ // 60}m/{slide // 60}m, {rows:,} rows): {ended:.2f} s in all")
+        print(f"\n{label} ({data} data, {keys} keys, {range_ // 60}m/{slide // 60}m, {rows:,} rows): {ended:.2f} s")
         print("| from s | to s | s | what |\n|---|---|---|---|")
         for at, until, what in _event_spans(log, began):
             print(f"| {at:.2f} | {until:.2f} | {until - at:.2f} | {what} |")
@@ -197,23 +222,31 @@ def main() -> None:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--sink", default="parquet", choices=["parquet", "noop"])
     parser.add_argument("--processes", action="store_true", help="time whole processes instead of one session")
-    parser.add_argument("--archive-control", action="store_true",
-                        help="--processes: also time the SQL script with spanning's class archive mapped")  # fmt: skip
-    parser.add_argument("--data", choices=[*DATASETS, "both"], default="both",
+    parser.add_argument("--archive", choices=["on", "off"], default="off",
+                        help="--processes: the driver's class archive on both sides, or off on both (default)")
+    parser.add_argument("--data", choices=["int", "text", "both"], default="int",
                         help="--processes, --timeline: integer-keyed CDRs, the generator's text-keyed ones, or both")
+    parser.add_argument("--keys", default="hot", help="--processes, --timeline: the integer CDRs' cells, a comma "
+                        f"list of {', '.join(KEY_SHAPES)} (default hot)")  # fmt: skip
+    parser.add_argument("--shapes", default="900/300,900/60,3600/60", help="ω/β pairs in seconds (--processes)")
+    parser.add_argument("--floor", action="store_true", help="--processes: also time the floor (read, group by cell)")
     parser.add_argument("--both-agg-sets", action="store_true",
                         help="--processes: count + sum too, not only count + sum + max")  # fmt: skip
     parser.add_argument("--timeline", metavar="RANGE/SLIDE", help="one process each, where its time goes (e.g. 900/60)")
     args = parser.parse_args()
-    datasets = list(DATASETS) if args.data == "both" else [args.data]
+    datasets = ["int", "text"] if args.data == "both" else [args.data]
+    keys = args.keys.split(",")
+    if set(keys) - set(KEY_SHAPES):
+        parser.error(f"--keys takes {', '.join(KEY_SHAPES)}")
     if args.timeline:
         range_, slide = (int(x) for x in args.timeline.split("/"))
         for data in datasets:
-            timeline(args.rows, data, range_, slide)
+            timeline(args.rows, data, keys[0], range_, slide)
         return
     if args.processes:
         agg_sets = AGG_SETS if args.both_agg_sets else {"count+sum+max": AGG_SETS["count+sum+max"]}
-        processes(args.rows, args.repeat, args.archive_control, datasets, agg_sets)
+        shapes = [tuple(int(x) for x in pair.split("/")) for pair in args.shapes.split(",")]
+        processes(args.rows, args.repeat, args.archive == "on", datasets, keys, shapes, agg_sets, args.floor)
         return
     records, agreement = spark_vs_sql(args.rows, args.repeat, lambda m: None, args.master, sink=args.sink)
     print(f"{args.rows:,} CDRs, {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "

@@ -63,30 +63,46 @@ def cdr_file(rows: int) -> Path:
     return path
 
 
-def integer_cdr_file(rows: int) -> Path:
+KEY_SHAPES = ("zipf", "hot", "uniform")  # the cells of ``integer_cdr_file``; "no key" is a query without --key
+
+
+def integer_cdr_file(rows: int, keys: str = "zipf", hours: int = 7 * 24) -> Path:
     """CDRs keyed by integer cell ids, cached as Parquet in the temp folder (``integer_cdr_frame``); ``bytes`` a
-    long, ``duration`` a double (seconds)."""
-    path = Path(tempfile.gettempdir()) / f"spanning-bench-intcdr-{rows}.parquet"
+    long, ``duration`` a double (seconds); written in end order (as calls end), in row groups of 1M rows."""
+    shape = "" if (keys, hours) == ("zipf", 7 * 24) else f"-{keys}-{hours}h"
+    path = Path(tempfile.gettempdir()) / f"spanning-bench-intcdr-{rows}{shape}.parquet"
     if not path.exists():
-        frame, rng, length = integer_cdr_frame(rows, seed=22)
+        frame, rng, length = integer_cdr_frame(rows, seed=22, keys=keys, hours=hours)
         frame["bytes"] = (length * rng.uniform(1_500, 2_500, rows)).astype(np.int64)
         frame["duration"] = length.astype(np.float64)
-        frame.sort_values("end", kind="stable").to_parquet(path, index=False)  # written as calls end
+        frame = frame.sort_values("end", kind="stable")
+        frame.to_parquet(path.with_suffix(".part"), index=False, row_group_size=1_000_000)
+        path.with_suffix(".part").rename(path)  # complete or absent: an interrupted run leaves no cached half
     return path
 
 
-def integer_cdr_frame(rows: int, seed: int) -> tuple[pd.DataFrame, np.random.Generator, np.ndarray]:
-    """Integer-keyed calls over 7 days: 200 cells (Zipf-like), 1% data sessions of 0.5-4 h and calls of about a
-    minute. The frame (cell, start, end), the generator (for more columns) and the lengths in seconds."""
+def integer_cdr_frame(
+    rows: int, seed: int, keys: str = "zipf", hours: int = 7 * 24
+) -> tuple[pd.DataFrame, np.random.Generator, np.ndarray]:
+    """Integer-keyed calls over ``hours``: 1% data sessions of 0.5-4 h and calls of about a minute (lognormal).
+    The cells (``keys``): "zipf", 200 cells with weights 1/rank^1.1; "hot", 200 cells of which one holds 38% of
+    the calls and the others share the rest by 1/rank^1.1; "uniform", 10,000 cells alike.
+    The frame (cell, start, end), the generator (for more columns) and the lengths in seconds."""
     rng = np.random.default_rng(seed)
-    begin = pd.Timestamp("2024-03-04").value // 10**9 + rng.integers(0, 7 * 86_400, rows)
+    begin = pd.Timestamp("2024-03-04").value // 10**9 + rng.integers(0, hours * 3_600, rows)
     length = rng.lognormal(np.log(60), 0.5, rows)
     sessions = rng.random(rows) < 0.01
     length[sessions] = rng.uniform(1_800, 4 * 3_600, sessions.sum())
     length = np.rint(length).astype(np.int64) + 1
-    weights = 1.0 / np.arange(1, 201) ** 1.1
+    if keys == "uniform":
+        cells = rng.integers(0, 10_000, rows)
+    else:
+        weights = 1.0 / np.arange(1, 201) ** 1.1
+        if keys == "hot":
+            weights = np.concatenate([[0.38], 0.62 * weights[1:] / weights[1:].sum()])
+        cells = rng.choice(200, size=rows, p=weights / weights.sum())
     frame = pd.DataFrame({
-        "cell": rng.choice(200, size=rows, p=weights / weights.sum()).astype(np.int64),
+        "cell": cells.astype(np.int64),
         "start": pd.to_datetime(begin, unit="s", utc=True).astype("datetime64[us, UTC]"),
         "end": pd.to_datetime(begin + length, unit="s", utc=True).astype("datetime64[us, UTC]"),
     })  # fmt: skip

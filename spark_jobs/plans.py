@@ -15,10 +15,14 @@ positive. That is column arithmetic, with no sort and no Python. The windows the
   change points. Two rows per event instead of b − a + 1; counts and integer sums and means;
 * ``dyadic``: each run as its aligned power-of-two blocks, merged per (key, block), then expanded to
   windows once per key; O(log(b − a)) rows per event; everything ``explode`` covers;
-* ``vector``: the runs handed once to numpy over Arrow (``spanning.engines.window_ranges``): per key,
-  difference arrays for counts and integer sums, a segment tree with range updates for min, max and float
-  sums, each covered window written once. Two Arrow transfers and one shuffle of the events by key,
-  whatever b − a; no sort and no per-event Python. Counts, sums, means, min and max of numeric columns;
+* ``vector``: each input task reduces its own events to partials per (key, window) in numpy
+  (``spanning.engines.window_ranges``: difference arrays for counts and integer sums, a sparse table for min
+  and max, a segment tree for float sums), and only those partials cross the shuffle, merged as the other
+  plans merge theirs. No raw row is shuffled and no task holds a whole key: a hot key, or no key at all,
+  spreads over the input's tasks like any other. Where the input is local Parquet with plain columns
+  (``read_plan``), the tasks read their row groups themselves (``parquet_window_job``, with
+  ``spanning.engines.parquet_partials``) and no row enters the JVM; otherwise the JVM reads and validates
+  the rows and hands each task's runs to ``mapInArrow``. Counts, sums, means, min and max;
 * ``python``: the mapInPandas job (``spark_jobs.windowed``), for what only Python does: the paper's
   per-event techniques, point-event SWAGs, and the aggregates these plans do not cover.
 
@@ -35,18 +39,18 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
 from spanning.aggregates import ResultKind, SqlFunction, SumOverflowError, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
+from spanning.engines.parquet_partials import COUNTS, ReadPlan
 from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
 from spanning.kernels.windows import event_ends
 from spanning.techniques.registry import has_batch_form
 from spark_jobs.key_hash import spark_xxhash64
-from spark_jobs.key_spread import spread_column
 from spark_jobs.prepare import (
     EVENT_END,
     INTEGRAL,
@@ -66,6 +70,8 @@ DYADIC_FROM = 32.0  # ... and from which dyadic blocks do, for min and max
 VECTOR_FROM = 8.0  # ... and from which the numpy pass beats them all (measured; see docs/BENCHMARKS.md)
 A, B, MISSED_RUN, K = "_a", "_b", "_missed", "_k"
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row columns (spark_jobs.windowed)
+READ_SIDE_FROM = 8 * 2**20  # Parquet bytes from which vector's tasks reading the files beat the JVM plans (measured)
+CHUNK_ROWS = 1 << 20  # events a vector task reduces at once: bounds a worker's memory, whatever a key holds
 KEY_ID, MAX_KEY_IDS = "_id", 50_000  # group by a long id per key when there are at most this many keys
 
 
@@ -77,6 +83,7 @@ class Choice:
     reason: str
     windows_per_event: float | None = None
     key_ids: bool = False  # group by a long id per key (see key_ids), unless the key is one integer column
+    reads_input: bool = False  # vector's tasks read the Parquet row groups themselves (``parquet_window_job``)
 
 
 def jvm_aggregates(cfg: RunConfig) -> bool:
@@ -142,9 +149,12 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
         return Choice("python", f"{collections[0]}: each window's set, values or sketch built at once from its"
                       " values by the batch path (measured faster than explode and dyadic, docs/BENCHMARKS.md)",
                       per_event)  # fmt: skip
+    if vectorisable and read_plan(prepared, cfg) is not None and (prepared.input_bytes or 0) >= READ_SIDE_FROM:
+        return Choice("vector", "plain Parquet columns: each task reads its row groups and reduces them to window"
+                      " partials in numpy, whatever the windows per event", per_event)  # fmt: skip
     if per_event is None:
         return Choice("explode", "a small input (no sample measured): the explode is never far from the best")
-    if vectorisable and prepared.keys and per_event >= VECTOR_FROM:
+    if vectorisable and per_event >= VECTOR_FROM:
         return Choice("vector", f"{per_event:.1f} windows per event ≥ {VECTOR_FROM}: one numpy pass per key, "
                       "no row per window before the output", per_event, ids)  # fmt: skip
     if rangeable and per_event >= RANGE_FROM:
@@ -285,7 +295,6 @@ def jvm_window_job(
     series_start: str,
     ids: KeyIds | None = None,
     with_late: bool = True,
-    key_weights: dict | None = None,
 ) -> DataFrame:
     """Windows and late rows in the window job's columns (keys, window_start, window_end, aggregates,
     ``__events``, ``_late_seq``, ``_windows_missed``), computed by ``plan`` without Python.
@@ -293,8 +302,7 @@ def jvm_window_job(
     No plan shuffles the events themselves: each aggregates map-side first (Spark's partial aggregation),
     so only partial rows per (key, window) or (key, block) cross the network, as in the SQL a user writes.
     With ``ids`` (``key_ids``), the plans group by the key's id and the keys come back by a broadcast join.
-    Without ``with_late``, only windows (the job takes late rows from ``late_rows``). ``key_weights`` (rows per
-    value of one key in a sample, ``prepare.parquet_key_weights``) places ``vector``'s keys on its tasks.
+    Without ``with_late``, only windows (the job takes late rows from ``late_rows``).
     """
     keys = prepared.keys
     if ids is not None and ids.hashed:
@@ -308,24 +316,13 @@ def jvm_window_job(
     runs = window_runs(events, cfg, group, series_start)
     outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     active = runs.where(F.col(A) <= F.col(B))
-    if plan == "vector":
-        windows = _vectorised(active, prepared, group, outputs, _group_weights(key_weights, ids, prepared))
-    else:
-        build = {"range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode}[plan]
-        windows = build(active, prepared, group, outputs)
+    build = {"vector": _vectorised, "range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode}[plan]
+    windows = build(active, prepared, group, outputs)
     if ids is not None:
         windows = windows.join(F.broadcast(ids.table), KEY_ID).select(
             *[F.col(f"_key{i}").alias(k) for i, k in enumerate(keys)], K, *[quoted(name) for name in outputs]
         )
-    start = F.col(K) * cfg.query.slide + cfg.query.offset
-    windows = windows.select(
-        *[quoted(k) for k in keys],
-        start.alias("window_start"),
-        (start + cfg.query.range).alias("window_end"),
-        *[quoted(name) for name in outputs],
-        F.lit(None).cast("long").alias(LATE_SEQ),
-        F.lit(None).cast("long").alias(MISSED),
-    )
+    windows = _window_rows(windows, cfg, keys, outputs)
     if not with_late:
         return windows
     late = runs.where(F.col(MISSED_RUN) > 0).select(
@@ -334,17 +331,94 @@ def jvm_window_job(
     return windows.unionByName(late, allowMissingColumns=True)
 
 
-def _group_weights(weights: dict | None, ids: KeyIds | None, prepared: Prepared) -> dict[int, float] | None:
-    """``weights`` of key values as weights of the long the plans group by: the integer key itself, or its
-    hashed id (``key_ids``); None for dense ids, which are numbered only on the driver's table."""
-    if not weights:
+def _window_rows(windows: DataFrame, cfg: RunConfig, keys: list[str], outputs: dict[str, str]) -> DataFrame:
+    """Merged windows by number ``_k`` as the window job's rows: their bounds, no late-row columns."""
+    start = F.col(K) * cfg.query.slide + cfg.query.offset
+    return windows.select(
+        *[quoted(k) for k in keys],
+        start.alias("window_start"),
+        (start + cfg.query.range).alias("window_end"),
+        *[quoted(name) for name in outputs],
+        F.lit(None).cast("long").alias(LATE_SEQ),
+        F.lit(None).cast("long").alias(MISSED),
+    )
+
+
+_READ_KEYS = (pa.types.is_signed_integer, pa.types.is_string, pa.types.is_large_string)
+
+
+def read_plan(prepared: Prepared, cfg: RunConfig) -> ReadPlan | None:
+    """What ``vector``'s tasks need to read the Parquet input themselves (``parquet_window_job``), or None when
+    the input or a column is not plain enough for that: local Parquet files of one schema, ``--start`` and
+    ``--end`` columns (no expression, no ``--duration``) both timestamps with a zone or both integers, keys that
+    are integer or text columns, aggregated columns of integers or floats, and a series start from each key's
+    earliest event or a fixed time (``first`` needs the key's first event in end order)."""
+    fields, query = cfg.events, cfg.query
+    schema = prepared.inputs.parquet_schema if prepared.local_parquet and prepared.inputs else None
+    if schema is None or fields.duration is not None or fields.point_events or query.series_start == "first":
         return None
-    if ids is None:
-        return weights if groups_by_its_key(prepared) else None
-    if not ids.hashed:
+    types = {f.name: f.type for f in schema}
+    times = [types.get(fields.start), types.get(fields.end)]
+    if None in times or not (all(pa.types.is_timestamp(t) and t.tz is not None for t in times)
+                             or all(pa.types.is_signed_integer(t) for t in times)):  # fmt: skip
         return None
-    kind = _HASHED_TYPES.get(prepared.key_types[0].simpleString())
-    return {spark_xxhash64((value,), [kind]): weight for value, weight in weights.items()}
+    if prepared.keys != list(fields.keys) or not all(
+            k in types and any(test(types[k]) for test in _READ_KEYS) for k in fields.keys):  # fmt: skip
+        return None
+    if prepared.result_types:
+        return None
+    values = {}
+    for name, internal in prepared.values.items():
+        kind = types.get(name)
+        if kind is not None and pa.types.is_signed_integer(kind):
+            values[name] = (internal, "integer")
+        elif kind is not None and pa.types.is_floating(kind) and not pa.types.is_float16(kind):
+            values[name] = (internal, "float")
+        else:
+            return None
+    _, columns = _partials({**prepared.aggregates(query), EVENTS_COLUMN: "count"}, prepared)
+    series = None if query.series_start == "earliest" else int(query.series_start)
+    return ReadPlan(fields.start, fields.end, fields.time_unit, list(fields.keys), values, query.range, query.slide,
+                    query.offset, query.ttp, series, [tuple(c) for c in columns])  # fmt: skip
+
+
+def parquet_window_job(spark, prepared: Prepared, cfg: RunConfig, plan: ReadPlan, counts: Observation) -> DataFrame:
+    """The windows of ``vector`` where the tasks read the Parquet row groups themselves (``read_plan``).
+
+    Each task reduces its row groups to partials per (key, window) and counts with
+    ``spanning.engines.parquet_partials`` (no row enters the JVM); the partials merge per (key, window) and are
+    lowered as ``jvm_window_job``'s, and ``counts`` observes the rows read, rejected and late on the way.
+    """
+    import pyarrow.parquet as pq
+
+    keys = prepared.keys
+    outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
+    parts, columns = _partials(outputs, prepared)  # the same columns as ``plan.partials``
+    schema = T.StructType([
+        *[T.StructField(k, t) for k, t in zip(keys, prepared.key_types, strict=True)], T.StructField(K, T.LongType()),
+        *[T.StructField(c.name, prepared.value_types[c.source] if c.derive == "value" else T.LongType())
+          for c in columns],
+        *[T.StructField(c, T.LongType()) for c in COUNTS],
+    ])  # fmt: skip
+    arrow_schema = to_arrow_schema(schema)
+    pieces = [(path, g) for path in prepared.inputs.files for g in range(pq.ParquetFile(path).num_row_groups)]
+    chunk_rows = CHUNK_ROWS
+
+    def partials_of_row_groups(batches):  # runs on the executors: pyarrow and numpy only
+        from spanning.engines.parquet_partials import counted_batches
+
+        for batch in batches:
+            for piece in batch.column(0).to_pylist():
+                yield from counted_batches(*pieces[piece], plan, chunk_rows, arrow_schema)
+
+    tasks = max(1, min(len(pieces), 8 * spark.sparkContext.defaultParallelism))
+    ids = spark.range(len(pieces), numPartitions=tasks).select(F.col("id").alias("_piece"))
+    partials = ids.mapInArrow(partials_of_row_groups, schema).observe(
+        counts, *[F.coalesce(F.sum(c), F.lit(0)).alias(c[1:]) for c in COUNTS]
+    )
+    windowed = partials.where(F.col(K).isNotNull()).drop(*COUNTS)
+    merged = _lowered(_aggregated(windowed, [*[quoted(k) for k in keys], K], columns, False), keys, parts, outputs)
+    return _window_rows(merged, cfg, keys, outputs)
 
 
 def late_rows(prepared: Prepared, cfg: RunConfig, series_start: str) -> DataFrame:
@@ -612,28 +686,19 @@ def _range_update(active: DataFrame, prepared: Prepared, keys: list[str], output
     return _lowered(filled, keys, parts, outputs)
 
 
-def _vectorised(
-    active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str], weights: dict[int, float] | None
-) -> DataFrame:
-    """The runs of each key's events merged by ``spanning.engines.window_ranges`` in numpy.
+def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
+    """Each input task reduces its own events to partials per (key, window) in numpy, and only those are merged.
 
-    The events go once by key to ``mapInArrow`` with only the keys, the run and each value column once
-    (null where the value is missing); the partial columns derive from them in numpy. Each task holds its
-    partition's events at once (about 40 bytes each plus the keys, see ``--partitions``) and yields every
-    covered window of its keys, merged: Spark aggregates nothing, and no row exists per (event, window).
-    Integer sums come back joined (``window_ranges.joined_sums``): one column each instead of three parts.
-    With ``weights`` (of the one long grouped by), the keys are placed on the shuffle's partitions by weight
-    (``spark_jobs.key_spread``), so a few heavy keys do not leave a core idle.
+    The events go to ``mapInArrow`` where they are read, with only the keys, the run [a, b] and each value
+    column once (null where the value is missing). Each task takes its events in chunks of ``CHUNK_ROWS`` and
+    hands each chunk to ``spanning.engines.window_ranges.run_partials``: difference arrays for counts and the
+    two parts of exact integer sums, a sparse table for min and max, a segment tree for float sums, each covered
+    window written once. The partials then merge per (key, window) as every plan's do (sums add, max and min
+    take theirs), and are lowered. No raw row crosses a shuffle, no task holds a whole key (a hot key or no key
+    at all spreads over the input's tasks like any other), and a worker holds one chunk at a time.
     """
     key_cols = [quoted(k) for k in keys]
     parts, columns = _partials(outputs, prepared)
-    joined = {p.exact_sum_of: f"_t{p.exact_sum_of}" for p in parts if p.exact_sum_of is not None}
-    # (joined column, its count, high and low parts (in _partial's order), the overflow message)
-    joins = [(joined[p.exact_sum_of], *[c.name for c in p.columns], _overflow_message(prepared, p.exact_sum_of))
-             for p in parts if p.exact_sum_of is not None]  # fmt: skip
-    returned = {c.name for p in parts if p.exact_sum_of is None for c in p.columns}  # merged columns sent back
-    parts = [Partial(p.columns, lambda name=joined[p.exact_sum_of]: F.col(name)) if p.exact_sum_of else p
-             for p in parts]  # fmt: skip
     sources = sorted({c.source for c in columns if c.source is not None})
     shipped = [F.when(F.col(valid_column(v)), F.col(v)).alias(v) for v in sources]
     inputs = active.select(*key_cols, F.col(A), F.col(B), *shipped)
@@ -641,57 +706,29 @@ def _vectorised(
     schema = T.StructType([  # a merged value keeps its column's type; counts, sums and the parts of sums are longs
         *[inputs.schema[k] for k in keys], T.StructField(K, T.LongType(), False),
         *[T.StructField(c.name, inputs.schema[c.source].dataType if c.derive == "value" else T.LongType())
-          for c in columns if c.name in returned],
-        *[T.StructField(join[0], T.LongType()) for join in joins],
+          for c in columns],
     ])  # fmt: skip
+    chunk_rows = CHUNK_ROWS
 
-    def windows_of_partition(batches):  # runs on the executors: numpy and pyarrow only
-        import numpy as np
+    def partials_of_partition(batches):  # runs on the executors: numpy and pyarrow only
         import pyarrow as pa
 
-        from spanning.engines.window_ranges import aggregate_runs, joined_sums, key_codes
+        from spanning.engines.window_ranges import run_partials
 
-        batches = list(batches)
-        if not batches or not sum(b.num_rows for b in batches):
-            return
-        table = pa.Table.from_batches(batches)
-        n = table.num_rows
-        codes = key_codes([table.column(k) for k in keys]) if keys else np.zeros(n, np.int64)
-        read = {}
-        for v in sources:
-            column = table.column(v).combine_chunks()
-            present = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
-            read[v] = (column.fill_null(0).to_numpy(zero_copy_only=False), present, column.type)
-        values = []
-        for _, merge, derive, source in derived:  # PartialColumn.contribution, in numpy
-            if derive == "one":
-                values.append((np.ones(n, np.int64), None, merge))
-                continue
-            value, present, _ = read[source]
-            if derive == "valid":
-                values.append((np.ones(n, np.int64) if present is None else present.astype(np.int64), None, merge))
-            elif derive == "value":
-                values.append((value, present, merge))
-            else:
-                part = value >> 32 if derive == "high" else value & LOW_BITS
-                values.append((part if present is None else np.where(present, part, 0), None, merge))
-        got = aggregate_runs(codes, table.column(A).to_numpy(), table.column(B).to_numpy(), values)
-        rows = pa.array(got.key_row)
-        arrays = [table.column(k).take(rows).combine_chunks() for k in keys] + [pa.array(got.window)]
-        merged = {}
-        for (name, _, derive, source), column, present in zip(derived, got.values, got.present, strict=True):
-            merged[name] = column
-            if name in returned:
-                kind = read[source][2] if derive == "value" else pa.int64()
-                arrays.append(pa.array(column, type=kind, mask=None if present is None else ~present))
-        for _, count, high, low, message in joins:
-            sums, present = joined_sums(merged[count], merged[high], merged[low], message)
-            arrays.append(pa.array(sums, mask=~present))
-        yield from pa.Table.from_arrays(arrays, names=schema.fieldNames()).to_batches(1 << 16)
+        def reduced(chunk):
+            table = pa.Table.from_batches(chunk)
+            return run_partials(table, keys, A, B, derived).to_batches(1 << 16)
 
-    if weights and len(keys) == 1:
-        partitions = int(active.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        spread = inputs.repartition(partitions, spread_column(key_cols[0], weights, partitions))
-    else:
-        spread = inputs.repartition(*key_cols) if keys else inputs.repartition(1)
-    return _lowered(spread.mapInArrow(windows_of_partition, schema), keys, parts, outputs)
+        chunk, rows = [], 0
+        for batch in batches:
+            if batch.num_rows:
+                chunk.append(batch)
+                rows += batch.num_rows
+            if rows >= chunk_rows:
+                yield from reduced(chunk)
+                chunk, rows = [], 0
+        if rows:
+            yield from reduced(chunk)
+
+    partials = inputs.mapInArrow(partials_of_partition, schema)
+    return _lowered(_aggregated(partials, [*key_cols, K], columns, False), keys, parts, outputs)

@@ -525,23 +525,6 @@ def parquet_key_values(prepared: Prepared, texts: list[str], limit: int) -> list
     return sorted(seen, key=lambda row: [(v is None, v if v is not None else 0) for v in row])[: limit + 1]
 
 
-def parquet_key_weights(prepared: Prepared, texts: list[str], limit: int) -> dict | None:
-    """Rows per value of one ``--key`` among the first ``limit`` rows of a local Parquet input, read on the driver
-    (pyarrow, no Spark job), when the key is a plain text or integer column; else None. Nulls are left out.
-
-    An estimate of each key's share of the work, for placing keys on tasks (``spark_jobs.key_spread``) only.
-    """
-    if not prepared.local_parquet or len(texts) != 1 or list(texts) != prepared.keys:
-        return None
-    batch = _first_rows(prepared.inputs.files[0], texts, limit)
-    if batch is None or _ARROW_KEY_TYPES.get(str(batch.schema.field(0).type)) != prepared.rows.schema[
-            key_column(0)].dataType:  # fmt: skip
-        return None
-    counts = batch.column(0).value_counts()
-    values, rows = counts.field(0).to_pylist(), counts.field(1).to_pylist()
-    return {value: n for value, n in zip(values, rows, strict=True) if value is not None}
-
-
 def as_read(prepared: Prepared) -> list[Column]:
     """The original columns of a prepared row, as read."""
     return [quoted(c) for c in prepared.original_columns]

@@ -29,7 +29,9 @@ from spark_jobs.plans import (
     key_ids,
     late_flag,
     late_rows,
+    parquet_window_job,
     python_only,
+    read_plan,
 )
 from spark_jobs.prepare import (
     END,
@@ -41,7 +43,6 @@ from spark_jobs.prepare import (
     load,
     local_input_bytes,
     parquet_key_values,
-    parquet_key_weights,
     parquet_times_sample,
     quoted,
 )
@@ -104,19 +105,21 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
         known = parquet_key_values(prepared, cfg.events.keys, MAX_KEY_IDS)  # on the driver: no Spark job
         ids = key_ids(events(prepared, "first"), prepared.keys, known)
 
-    weights = None  # the keys' shares of a sample, to place vector's keys on its tasks
     if any(c.plan == "vector" for c in choices):
-        warm_python_workers(spark, ("numpy", "pyarrow", "spanning.engines.window_ranges"))
-        weights = parquet_key_weights(prepared, cfg.events.keys, PLAN_SAMPLE)  # on the driver: no Spark job
+        warm_python_workers(spark, ("numpy", "pyarrow", "pyarrow.parquet", "spanning.engines.parquet_partials"))
 
     def window_part(spec: RunConfig, choice: Choice) -> DataFrame:
+        reads = read_plan(prepared, spec) if choice.plan == "vector" and counted_by_windows else None
+        if reads is not None:  # the tasks read the Parquet row groups: no row enters the JVM
+            choice.reads_input = True
+            return parquet_window_job(spark, prepared, spec, reads, counts)
         if choice.plan == "python":
             return window_job(events(prepared, query.series_start, observe), prepared, spec,
                               series_start=query.series_start != "first")  # fmt: skip
         # the JVM plans need no per-key series start from the earliest start (spark_jobs.plans.window_runs)
         rows = events(prepared, "first" if query.series_start == "earliest" else query.series_start, observe, late)
         return jvm_window_job(rows, prepared, spec, choice.plan, str(query.series_start),
-                              ids if choice.key_ids else None, with_late=False, key_weights=weights)  # fmt: skip
+                              ids if choice.key_ids else None, with_late=False)  # fmt: skip
 
     parts = [window_part(spec, choice) for spec, choice in zip(specs, choices, strict=True)]
     labels = window_labels(query.specs) if query.windows else [None] * len(specs)

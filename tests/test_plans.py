@@ -81,11 +81,11 @@ def _plan_output(spark, tmp_path, frame, window, ttp, series, aggs, plan, ids=Tr
     begin = query.series_start  # checked: "earliest", "first" or an int
     if plan == "python":
         out = window_job(events(prepared, begin), prepared, cfg, series_start=begin != "first")
+    elif plan == "parquet":  # vector's tasks reading row groups of 3 rows: partials of one key merged across tasks
+        return _read_side_output(spark, tmp_path, frame, cfg, begin)
     else:  # as the job hands them over: from the earliest start, no per-key series column
         rows = events(prepared, "first" if begin == "earliest" else begin)
-        weights = frame["cell"].value_counts().to_dict() if plan == "vector" else None  # keys placed by weight
-        out = jvm_window_job(rows, prepared, cfg, plan, str(begin), key_ids(rows, ["cell"]) if ids else None,
-                             key_weights=weights)  # fmt: skip
+        out = jvm_window_job(rows, prepared, cfg, plan, str(begin), key_ids(rows, ["cell"]) if ids else None)
     result = out.toPandas()
     seq_to_id = dict(prepared.rows.select("_seq", "id").toPandas().itertuples(index=False))
     names = [output_name(a) for a in aggs]
@@ -94,6 +94,34 @@ def _plan_output(spark, tmp_path, frame, window, ttp, series, aggs, plan, ids=Tr
         for _, r in result[result[LATE_SEQ].isna() & (result[EVENTS_COLUMN] > 0)].iterrows()
     }
     late = {seq_to_id[int(r[LATE_SEQ])]: int(r[MISSED]) for _, r in result[result[LATE_SEQ].notna()].iterrows()}
+    return windows, late
+
+
+def _read_side_output(spark, tmp_path, frame, cfg, begin) -> tuple[dict, dict]:
+    """``parquet_window_job``'s windows and counts, and the job's late rows (its own pass over the input)."""
+    from pyspark.sql import Observation
+
+    from spark_jobs.plans import late_rows, parquet_window_job, read_plan
+    from spark_jobs.prepare import load
+
+    path = tmp_path / "groups.parquet"
+    frame.astype({"v": "Int64", "f": "Float64"}).to_parquet(path, index=False, row_group_size=3)
+    cfg = RunConfig(InputFiles([str(path)]), cfg.events, cfg.query, engine="spark")
+    prepared = load(spark, cfg)
+    plan = read_plan(prepared, cfg)
+    if begin == "first":  # each key's first event in end order: not for tasks that see part of a key
+        assert plan is None
+        return _plan_output(spark, tmp_path, frame, (cfg.query.range, cfg.query.slide), cfg.query.ttp, begin,
+                            list(cfg.query.aggregates), "vector")  # fmt: skip
+    counts = Observation("counts")
+    result = parquet_window_job(spark, prepared, cfg, plan, counts).toPandas()
+    names = [output_name(a) for a in cfg.query.aggregates]
+    windows = {
+        (_py(r["cell"]), int(r["window_start"])): {n: _py(r[n]) for n in names}
+        for _, r in result[result[EVENTS_COLUMN] > 0].iterrows()
+    }
+    late = {int(r["id"]): int(r["windows_missed"]) for _, r in late_rows(prepared, cfg, str(begin)).toPandas().iterrows()}
+    assert counts.get == {"read": len(frame), "rejected": 0, "late": len(late)}
     return windows, late
 
 
@@ -117,7 +145,8 @@ def _same(got: dict, want: dict) -> None:
         ("range", RANGE_AGGS, True),
         ("dyadic", ALL_AGGS, True),
         ("vector", ALL_AGGS, False),
-        ("vector", ALL_AGGS, True),  # hashed ids: the keys placed on the tasks by their weights
+        ("vector", ALL_AGGS, True),  # hashed ids
+        ("parquet", ALL_AGGS, False),  # vector's tasks read the row groups themselves
     ],
 )
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -146,7 +175,7 @@ def test_plans_agree_with_the_python_plan_on_a_worked_example(spark, tmp_path):
     # Call 3 [1,30) arrives at 30: it counts in [20,30) and [25,35) and misses the five from [-5,5) to [15,25).
     expected_a = {0: 2, 5: 2, 20: 1, 25: 1}
     results = {}
-    plans = ("python", "explode", "range", "dyadic", "vector")
+    plans = ("python", "explode", "range", "dyadic", "vector", "parquet")
     for plan in plans:
         results[plan] = _plan_output(spark, tmp_path, frame, (10, 5), 0, "earliest", RANGE_AGGS, plan)
         windows, late = results[plan]
@@ -160,8 +189,9 @@ def test_plans_agree_with_the_python_plan_on_a_worked_example(spark, tmp_path):
     ("length", "aggs", "keys", "plan"),
     [
         (600, ["count", "sum:v", "max:f"], ["cell"], "vector"),  # 61 windows per event
-        (600, ["count", "sum:v"], [], "range"),  # no key: one task would hold every event
-        (600, ["count", "max:v"], [], "dyadic"),
+        (600, ["count", "sum:v"], [], "vector"),  # no key: partials made where the rows are, merged
+        (600, ["count", "max:v"], [], "vector"),
+        (600, ["count", "count_distinct:v"], [], "python"),
         (3, ["count", "max:v"], ["cell"], "explode"),  # 1.3 windows per event
         (600, ["count", "stddev:v"], ["cell"], "python"),
         (3, ["count", "count_distinct:v", "percentile:f:0.5"], ["cell"], "python"),  # sets and value lists

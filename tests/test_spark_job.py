@@ -300,3 +300,53 @@ def test_several_windows_in_one_run(spark, sample, tmp_path):
     assert sorted(zip(late[0]["call_id"], late[0]["window"], strict=True)) == sorted(
         zip(late[1]["call_id"], late[1]["window"], strict=True)
     )
+
+
+@pytest.mark.parametrize("times", ["timestamps", "integers"])
+def test_vector_reading_parquet_itself_gives_the_jvm_plans_outputs(spark, tmp_path, times):
+    """Bad rows (null start, null end, end before start, an infinite value), NaN and null values, a null key,
+    late events, several row groups of one key: ``--plan vector``, whose tasks read the row groups themselves,
+    writes the same windows, rejected and late rows and counts as ``--plan explode``, which reads through Spark."""
+    from spark_jobs.run import run_spark
+
+    rng = np.random.default_rng(7)
+    n = 400
+    starts = np.sort(rng.integers(0, 20_000, n))
+    ends = starts + rng.integers(0, 2_000, n)
+    ends[::37] = starts[::37] - 5  # end before start
+    frame = pd.DataFrame({
+        "cell": pd.array(rng.choice([10, 11, 12], n), dtype="Int64") if times == "integers"
+        else rng.choice(["a", "b", "c"], n).astype(object),
+        "start": pd.array(starts, dtype="Int64"), "end": pd.array(ends, dtype="Int64"),
+        "bytes": pd.array(rng.integers(0, 10**6, n), dtype="Int64"), "duration": rng.random(n) * 100,
+    })  # fmt: skip
+    frame.loc[5, "start"] = pd.NA
+    frame.loc[9, "end"] = pd.NA
+    frame.loc[13, "duration"] = np.inf
+    frame.loc[17, "duration"] = np.nan
+    frame.loc[21, "bytes"] = pd.NA
+    frame.loc[25, "cell"] = None
+    frame = frame.iloc[rng.permutation(n)]  # out of end order: late events
+    if times == "timestamps":
+        for c in ("start", "end"):
+            frame[c] = pd.to_datetime(frame[c].astype("float64"), unit="s", utc=True).astype("datetime64[us, UTC]")
+    path = tmp_path / "calls.parquet"
+    frame.to_parquet(path, index=False, row_group_size=64)
+    series = {} if times == "timestamps" else {"series_start": 3_000}
+    outputs = {}
+    for plan in ("vector", "explode"):
+        cfg = config([path], tmp_path / plan, range=900, slide=60, ttp=300, plan=plan,
+                     aggregates=["count", "sum:bytes", "max:duration", "mean:duration"], **series)  # fmt: skip
+        summary = run_spark(cfg)
+        outputs[plan] = summary, {name: pd.read_parquet(tmp_path / plan / name) for name in ("windows", "rejected", "late")}
+    (vector, read), (explode, through_spark) = outputs["vector"], outputs["explode"]
+    assert vector["plans"][0]["reads_input"] and not explode["plans"][0]["reads_input"]
+    assert vector["rejected"] == len(range(0, n, 37)) + 3  # reversed; null start, null end, infinite duration
+    for count in ("rows_read", "accepted", "rejected", "late", "windows_written"):
+        assert vector[count] == explode[count], count
+    assert vector["late"] > 0
+    for name, key in (("windows", ["cell", "window_start"]), ("rejected", ["start", "end", "bytes"]),
+                      ("late", ["start", "end", "bytes"])):  # fmt: skip
+        a, b = (frame_.sort_values(key, na_position="first").reset_index(drop=True)
+                for frame_ in (read[name], through_spark[name]))  # fmt: skip
+        pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12)

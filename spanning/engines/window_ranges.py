@@ -80,7 +80,8 @@ def aggregate_runs(
         else:
             identity = _identity(merge, column.dtype)
             contribution = column if has is None else np.where(has, column, identity)
-            merged = _tree_merge(cells, i_low, i_high, contribution, MERGES[merge], identity)
+            spread = _tree_merge if merge == "sum" else _sparse_table_merge  # max and min are idempotent
+            merged = spread(cells, i_low, i_high, contribution, MERGES[merge], identity)
         values.append(merged[cell])
         counted = None if has is None else _difference_sum(cells, i_low, i_high, has.astype(np.int64))[cell] > 0
         present.append(counted)
@@ -142,6 +143,27 @@ def _tree_merge(cells: int, i_low, i_high, values, merge, identity) -> np.ndarra
     return tree[leaves : leaves + cells]
 
 
+def _sparse_table_merge(cells: int, i_low, i_high, values, merge, identity) -> np.ndarray:
+    """An idempotent merge (max, min) over runs, as a sparse table read backwards: each run [i_low, i_high) is
+    covered by two blocks of length 2^j, j = ⌊log2(length)⌋, that may overlap (at i_low and at i_high − 2^j); a
+    level's blocks then hand their value down to the two halves that make them, level by level to the leaves.
+    Two updates per run, whatever its length, and one pass over the cells per level."""
+    length = i_high - i_low
+    level = (np.frexp(length.astype(np.float64))[1] - 1).astype(np.int64)  # ⌊log2⌋ of positive integers
+    top = int(level.max()) if len(level) else 0
+    table = np.full((top + 1, cells), identity, values.dtype)
+    flat = table.reshape(-1)
+    row = level * cells
+    merge.at(flat, row + i_low, values)
+    merge.at(flat, row + i_high - (np.int64(1) << level), values)
+    for j in range(top, 0, -1):
+        half = 1 << (j - 1)
+        below, block = table[j - 1], table[j]
+        merge(below, block, out=below)
+        merge(below[half:], block[: cells - half], out=below[half:])
+    return table[0]
+
+
 def _identity(merge: str, dtype: np.dtype):
     if merge == "sum":
         return dtype.type(0)
@@ -187,3 +209,57 @@ def joined_sums(count: np.ndarray, high: np.ndarray, low: np.ndarray, message: s
     if np.any(present & ((hi < INT32_MIN) | (hi > INT32_MAX))):
         raise OverflowError(message)
     return np.where(present, (hi << 32) + (low & LOW_BITS), 0), present
+
+
+#: The partial columns a caller asks of ``run_partials``: (name, merge, derive, source), as
+#: ``spark_jobs.plans.PartialColumn``. ``derive`` is what one event contributes: "one"; "valid" (1 when its
+#: ``source`` value is present); "value" (the value, absent when null); "high" / "low" (value >> 32 and
+#: value & LOW_BITS, 0 when null: an exact integer sum in two int64 parts).
+PartialSpec = tuple[str, str, str, "str | None"]
+
+
+def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Sequence[PartialSpec]):
+    """The partial aggregates per (key, window) of an Arrow table of events with their runs of windows.
+
+    ``table`` has the key columns, the run's ``first`` and ``last`` window numbers (``first <= last``) and each
+    ``source`` column (null where the event has no value). The result has the key columns, ``_k`` (the window
+    number) and one column per partial, null where no event of the window had a value: what Spark merges
+    across tasks (sums add, max and min take theirs), so a table may hold any part of a key's events.
+
+    >>> import pyarrow as pa
+    >>> events = pa.table({"cell": [7, 7, 8], "a": [0, 1, 0], "b": [1, 1, 0], "x": [5, None, 2]})
+    >>> got = run_partials(events, ["cell"], "a", "b", [("n", "sum", "one", None), ("top", "max", "value", "x")])
+    >>> got.to_pydict()
+    {'cell': [7, 7, 8], '_k': [0, 1, 0], 'n': [1, 2, 1], 'top': [5, 5, 2]}
+    """
+    import pyarrow as pa
+
+    n = table.num_rows
+    codes = key_codes([table.column(k) for k in keys]) if keys else np.zeros(n, np.int64)
+    read = {}
+    for source in {c[3] for c in columns if c[3] is not None}:
+        column = table.column(source).combine_chunks()
+        present = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
+        read[source] = (column.fill_null(0).to_numpy(zero_copy_only=False), present, column.type)
+    contributions = []
+    for _, merge, derive, source in columns:
+        if derive == "one":
+            contributions.append((np.ones(n, np.int64), None, merge))
+            continue
+        value, present, _ = read[source]
+        if derive == "valid":
+            contributions.append((np.ones(n, np.int64) if present is None else present.astype(np.int64), None, merge))
+        elif derive == "value":
+            contributions.append((value, present, merge))
+        else:
+            part = value >> 32 if derive == "high" else value & LOW_BITS
+            contributions.append((part if present is None else np.where(present, part, 0), None, merge))
+    first_window = table.column(first).to_numpy()
+    last_window = table.column(last).to_numpy()
+    got = aggregate_runs(codes, first_window, last_window, contributions)
+    rows = pa.array(got.key_row)
+    arrays = [table.column(k).take(rows).combine_chunks() for k in keys] + [pa.array(got.window)]
+    for (_, _, derive, source), column, present in zip(columns, got.values, got.present, strict=True):
+        kind = read[source][2] if derive == "value" else pa.int64()
+        arrays.append(pa.array(column, type=kind, mask=None if present is None else ~present))
+    return pa.Table.from_arrays(arrays, names=[*keys, "_k", *[c[0] for c in columns]])

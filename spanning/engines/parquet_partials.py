@@ -1,0 +1,122 @@
+"""Window partials made where Parquet rows are read: a row group in, partials per (key, window) out.
+
+The ``vector`` plan of ``spanning run`` hands each Spark task some row groups of the input; the task reads
+them with pyarrow, checks each row as the job's reader contract does for typed Parquet columns, finds each
+event's run of windows [a, b] (the arithmetic of ``spark_jobs.plans.window_runs``), and reduces the runs with
+``spanning.engines.window_ranges.run_partials``. No row enters the JVM: what leaves a task is one row per
+(key, window) it saw and its counts of rows read, rejected and late. Rejected and late rows themselves are
+written by the job's own passes over the input, only when these counts say there are some.
+
+Only plain columns qualify (``ReadPlan``): times that are timestamps with a zone or integer chronons, keys
+that are integers or text, values that are integers or floats. Everything else goes through Spark's reader.
+
+>>> import pyarrow as pa
+>>> plan = ReadPlan("start", "end", "s", ["cell"], {"bytes": ("_v0", "integer")}, 10, 5, 0, 100, None,
+...                 [("_n", "sum", "one", None), ("_s", "sum", "value", "_v0")])
+>>> events = pa.table({"cell": [1, 1, 2], "start": [0, 3, 7], "end": [4, 2, 8], "bytes": [10, 20, None]})
+>>> partials, counts = reduce_rows(events, plan)
+>>> partials.to_pydict(), counts
+({'cell': [1, 1, 2, 2], '_k': [-1, 0, 0, 1], '_n': [1, 1, 1, 1], '_s': [10, 10, None, None]}, (3, 1, 0))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from spanning.engines.window_ranges import PartialSpec, run_partials
+
+COUNTS = ("_read", "_rejected", "_late")  # a chunk's counts, on a row of their own (no key, no window)
+TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What a task reads and computes: plain values only, so that it pickles to the executors as it is."""
+
+    start: str  # column names as in the files
+    end: str
+    time_unit: str  # "s" or "ms": what one chronon is, for timestamp columns
+    keys: list[str]
+    values: dict[str, tuple[str, str]]  # column -> (internal name, "integer" | "float")
+    range: int
+    slide: int
+    offset: int
+    ttp: int
+    series: int | None  # a fixed series start, or None: from each key's earliest event (no window before it)
+    partials: list[PartialSpec]
+
+
+def _chronons(column, unit: str) -> tuple[np.ndarray, np.ndarray]:
+    """(chronons, present) of a time column: timestamps floored to the chronon (as Spark's unix_seconds and
+    unix_millis), integers as they are."""
+    import pyarrow as pa
+
+    present = column.is_valid().to_numpy(zero_copy_only=False)
+    if pa.types.is_timestamp(column.type):
+        ticks = column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        return np.floor_divide(ticks, TICKS_PER_SECOND[column.type.unit] // TICKS_PER_SECOND[unit]), present
+    return column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), present
+
+
+def reduce_rows(table, plan: ReadPlan):
+    """The partials (``run_partials``'s table) of one table of rows as read, and (read, rejected, late)."""
+    import pyarrow as pa
+
+    n = table.num_rows
+    start, has_start = _chronons(table.column(plan.start).combine_chunks(), plan.time_unit)
+    end, has_end = _chronons(table.column(plan.end).combine_chunks(), plan.time_unit)
+    accepted = has_start & has_end & (end >= start)  # the reader contract's reasons for plain columns ...
+    shipped = {}
+    for name, (internal, kind) in plan.values.items():
+        column = table.column(name).combine_chunks()
+        if kind == "float":
+            column = column.cast(pa.float64())
+            numbers = column.fill_null(0.0).to_numpy(zero_copy_only=False)
+            accepted &= ~np.isinf(numbers)  # ... an infinite value; NaN and null are no value
+            column = pa.array(numbers, mask=~(column.is_valid().to_numpy(zero_copy_only=False) & np.isfinite(numbers)))
+        else:
+            column = column.cast(pa.int64())
+        shipped[internal] = column
+    u = np.maximum(end, start + 1)  # a record with end = start is the point event [l, l + 1)
+    s, o, w = plan.slide, plan.offset, plan.range
+    overlap_first = (start - o - w) // s + 1
+    a = np.maximum(overlap_first, -((o + w + plan.ttp - u) // s))  # the clock at arrival is the event's own u
+    if plan.series is not None:
+        a = np.maximum(a, (plan.series - o - w) // s + 1)
+    b = (u - o - 1) // s
+    late = accepted & (np.minimum(b + 1, a) > overlap_first)
+    active = np.flatnonzero(accepted & (a <= b))
+    rows = pa.array(active)
+    events = pa.table({**{k: table.column(k).take(rows) for k in plan.keys}, "_a": a[active], "_b": b[active],
+                       **{c: column.take(rows) for c, column in shipped.items()}})  # fmt: skip
+    counts = (n, int(n - accepted.sum()), int(late.sum()))
+    return run_partials(events, plan.keys, "_a", "_b", plan.partials), counts
+
+
+def row_group_partials(path: str, row_groups: Sequence[int], plan: ReadPlan, chunk_rows: int) -> Iterator:
+    """``reduce_rows`` over the given row groups of one Parquet file, ``chunk_rows`` rows at a time: yields
+    (partials, counts) per chunk, so a task's memory is bounded by the chunk, not by the file or a key."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = list(dict.fromkeys([plan.start, plan.end, *plan.keys, *plan.values]))
+    source = pq.ParquetFile(path)
+    for batch in source.iter_batches(batch_size=chunk_rows, row_groups=list(row_groups), columns=columns,
+                                     use_threads=False):  # fmt: skip
+        yield reduce_rows(pa.Table.from_batches([batch]), plan)
+
+
+def counted_batches(path: str, row_group: int, plan: ReadPlan, chunk_rows: int, schema) -> Iterator:
+    """``row_group_partials`` as record batches of ``schema`` (the keys, ``_k``, the partials, then ``COUNTS``):
+    each chunk's partials with null counts, then one row of its counts with null keys and window."""
+    import pyarrow as pa
+
+    for table, counts in row_group_partials(path, [row_group], plan, chunk_rows):
+        arrays = [pa.nulls(table.num_rows, f.type) if f.name in COUNTS else table.column(f.name).cast(f.type)
+                  for f in schema]  # fmt: skip
+        yield from pa.Table.from_arrays(arrays, schema=schema).to_batches()
+        found = dict(zip(COUNTS, counts, strict=True))
+        yield pa.RecordBatch.from_arrays([pa.array([found.get(f.name)], f.type) for f in schema], schema=schema)
