@@ -1,19 +1,22 @@
 """The Spark job against the Spark SQL a user would write instead: explode each call into its windows, group by.
 
-Generated CDRs (7 days, 200 cells) in Parquet; ω/β = 15m/5m, 15m/1m and 1h/1m; count + sum:bytes +
-max:duration, and count + sum:bytes; δ longer than the longest call. In one Spark session, the job
-(``spark_jobs.run.compute``, plan chosen by ``--plan auto``) and the SQL run interleaved (job, SQL, job,
-SQL, ...), each writing Parquet; the results must be identical. Prints medians, spreads and ratios.
+    python bench/bench_spark_job.py --processes --rows 30000000 --keys hot,none,uniform --floor   # issue 30's table
+    python bench/bench_spark_job.py --processes --archive on     # the driver's class archive on both sides
+    python bench/bench_spark_job.py --timeline 900/60 --keys hot # where one process's time goes, both commands
+    python bench/bench_spark_job.py                              # one Spark session, job and SQL interleaved
 
-    python bench/bench_spark_job.py                          # 3,000,000 rows, 3 rounds
-    python bench/bench_spark_job.py --rows 200000 --repeat 1 --sink noop
-    python bench/bench_spark_job.py --processes             # whole processes: spanning run vs a PySpark script
-    python bench/bench_spark_job.py --timeline 900/60        # where one process's time goes, both commands
+With ``--processes`` (how a user times it) each round starts ``spanning run``, the hand-written script
+(``bench/sql_explode_job.py``) and, with ``--floor``, the floor (the same read grouped by cell only, no
+windows) as separate processes, interleaved, on the same Parquet file; neither stops Spark, both run with the
+class archive off (``--archive off``, the default) or both with it. Data: integer-keyed CDRs (``--data int``,
+``spark_jobs.peers.integer_cdr_file``: 1% sessions of 0.5-4 h, calls of about a minute, in end order, 1M-row
+groups) whose cells are ``--keys``: ``hot`` (60 hours, 200 cells, one with 38% of the calls), ``none`` (the same
+file, no key: the network's total), ``uniform`` (60 hours, 10,000 even cells) or ``zipf`` (7 days, 200 Zipf
+cells); or the generator's text-keyed CDRs (``--data text``). The first round's windows are compared row for
+row; ratio = script s / spanning run s, the median over the pairs. ω/β: 15m/5m, 15m/1m and 1h/1m (``--shapes``),
+count + sum:bytes + max:duration, δ longer than any call.
 
-With ``--processes`` each pair starts ``spanning run`` and ``bench/sql_explode_job.py`` as separate
-processes (JVM start included, as a user times them), interleaved, on the same Parquet file, for
-integer-keyed CDRs (``spark_jobs.peers.integer_cdr_file``: 1% sessions of 0.5-4 h, calls of about a minute)
-and the generator's text-keyed ones (``--data``); the first pair's windows are compared row for row.
+Without ``--processes``: one Spark session, the job (``spark_jobs.run.compute``) and the SQL interleaved.
 """
 
 from __future__ import annotations
@@ -51,11 +54,13 @@ def dataset(data: str, rows: int, keys: str) -> Path:
     return integer_cdr_file(rows, "uniform" if keys == "uniform" else "hot", hours=60)
 
 
-def _commands(path: Path, out: Path, range_: int, slide: int, aggs: list[str], keyed: bool = True) -> dict:
+def _commands(path: Path, out: Path, range_: int, slide: int, aggs: list[str], keyed: bool = True,
+              plan: str = "auto") -> dict:  # fmt: skip
     """``spanning run``, the hand-written script and the floor over ``path``, each writing Parquet under ``out``."""
     run = [sys.executable, "-m", "spanning.cli", "run", str(path), "--range", str(range_), "--slide", str(slide),
            "--ttp", "7d", "--start", "start", "--end", "end", *(["--key", "cell"] if keyed else []),
-           *[x for a in aggs for x in ("--agg", a)], "--output", str(out / "run"), "--overwrite"]  # fmt: skip
+           *[x for a in aggs for x in ("--agg", a)], "--output", str(out / "run"), "--overwrite",
+           "--plan", plan]  # fmt: skip
     script = [sys.executable, str(HERE / "sql_explode_job.py"), str(path), str(out / "sql"), "--range", str(range_),
               "--slide", str(slide), *(["--max"] if "max:duration" in aggs else []),
               *([] if keyed else ["--no-key"])]  # fmt: skip
@@ -97,7 +102,7 @@ def _spread(times: list[float]) -> str:
 
 
 def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: list[str], shapes: list,
-              agg_sets: dict, floor: bool) -> None:  # fmt: skip
+              agg_sets: dict, floor: bool, plan: str = "auto") -> None:  # fmt: skip
     """Whole processes, interleaved (run, script, floor, run, script, floor, ...): ``spanning run`` against the
     standalone SQL script, each with the driver's class archive (``archive``) or both without it."""
     from spark_jobs.class_archive import driver_options
@@ -124,7 +129,7 @@ def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: 
             path = dataset(data, rows, shape)
             for range_, slide in shapes:
                 for name, aggs in agg_sets.items():
-                    commands = _commands(path, out, range_, slide, aggs, keyed=shape != "none")
+                    commands = _commands(path, out, range_, slide, aggs, keyed=shape != "none", plan=plan)
                     labels = ["run", "sql", *(["floor"] if floor else [])]
                     times = {label: [] for label in labels}
                     for round_ in range(repeat):
@@ -229,6 +234,7 @@ def main() -> None:
     parser.add_argument("--keys", default="hot", help="--processes, --timeline: the integer CDRs' cells, a comma "
                         f"list of {', '.join(KEY_SHAPES)} (default hot)")  # fmt: skip
     parser.add_argument("--shapes", default="900/300,900/60,3600/60", help="ω/β pairs in seconds (--processes)")
+    parser.add_argument("--plan", default="auto", help="--processes: spanning run's --plan (default auto)")
     parser.add_argument("--floor", action="store_true", help="--processes: also time the floor (read, group by cell)")
     parser.add_argument("--both-agg-sets", action="store_true",
                         help="--processes: count + sum too, not only count + sum + max")  # fmt: skip
@@ -246,7 +252,8 @@ def main() -> None:
     if args.processes:
         agg_sets = AGG_SETS if args.both_agg_sets else {"count+sum+max": AGG_SETS["count+sum+max"]}
         shapes = [tuple(int(x) for x in pair.split("/")) for pair in args.shapes.split(",")]
-        processes(args.rows, args.repeat, args.archive == "on", datasets, keys, shapes, agg_sets, args.floor)
+        processes(args.rows, args.repeat, args.archive == "on", datasets, keys, shapes, agg_sets, args.floor,
+                  args.plan)
         return
     records, agreement = spark_vs_sql(args.rows, args.repeat, lambda m: None, args.master, sink=args.sink)
     print(f"{args.rows:,} CDRs, {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "

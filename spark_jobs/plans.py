@@ -46,7 +46,7 @@ from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
 from spanning.aggregates import ResultKind, SqlFunction, SumOverflowError, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
-from spanning.engines.parquet_partials import COUNTS, ReadPlan
+from spanning.engines.parquet_partials import COUNTS, ReadPlan, pieces
 from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
 from spanning.kernels.windows import event_ends
 from spanning.techniques.registry import has_batch_form
@@ -359,7 +359,8 @@ def read_plan(prepared: Prepared, cfg: RunConfig) -> ReadPlan | None:
         return None
     types = {f.name: f.type for f in schema}
     times = [types.get(fields.start), types.get(fields.end)]
-    if None in times or not (all(pa.types.is_timestamp(t) and t.tz is not None for t in times)
+    if None in times or not (all(pa.types.is_timestamp(t) and t.tz is not None and t.unit in ("ms", "us")
+                                 for t in times)  # as Spark reads them (prepare.parquet_footer_schema)
                              or all(pa.types.is_signed_integer(t) for t in times)):  # fmt: skip
         return None
     if prepared.keys != list(fields.keys) or not all(
@@ -401,18 +402,22 @@ def parquet_window_job(spark, prepared: Prepared, cfg: RunConfig, plan: ReadPlan
         *[T.StructField(c, T.LongType()) for c in COUNTS],
     ])  # fmt: skip
     arrow_schema = to_arrow_schema(schema)
-    pieces = [(path, g) for path in prepared.inputs.files for g in range(pq.ParquetFile(path).num_row_groups)]
-    chunk_rows = CHUNK_ROWS
+    cores = spark.sparkContext.defaultParallelism
+    groups = []
+    for path in prepared.inputs.files:
+        meta = pq.ParquetFile(path).metadata
+        groups += [(path, g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
+    work = pieces(groups, cores, CHUNK_ROWS)
 
     def partials_of_row_groups(batches):  # runs on the executors: pyarrow and numpy only
         from spanning.engines.parquet_partials import counted_batches
 
         for batch in batches:
             for piece in batch.column(0).to_pylist():
-                yield from counted_batches(*pieces[piece], plan, chunk_rows, arrow_schema)
+                yield from counted_batches(*work[piece], plan, arrow_schema)
 
-    tasks = max(1, min(len(pieces), 8 * spark.sparkContext.defaultParallelism))
-    ids = spark.range(len(pieces), numPartitions=tasks).select(F.col("id").alias("_piece"))
+    tasks = len(work)  # one piece a task: the cores take them as they finish
+    ids = spark.range(tasks, numPartitions=max(tasks, 1)).select(F.col("id").alias("_piece"))
     partials = ids.mapInArrow(partials_of_row_groups, schema).observe(
         counts, *[F.coalesce(F.sum(c), F.lit(0)).alias(c[1:]) for c in COUNTS]
     )

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spanning.engines.parquet_partials import COUNTS, ReadPlan, counted_batches, reduce_rows
+from spanning.engines.parquet_partials import COUNTS, ReadPlan, counted_batches, pieces, reduce_rows
 
 PARTIALS = [("_n", "sum", "one", None), ("_nv", "sum", "valid", "_v0"), ("_h", "sum", "high", "_v0"),
             ("_l", "sum", "low", "_v0"), ("_maxf", "max", "value", "_v1"), ("_minf", "min", "value", "_v1"),
@@ -28,7 +28,7 @@ def tables(draw):
     n = draw(st.integers(1, 30))
     starts = draw(st.lists(st.one_of(st.none(), st.integers(-50, 200)), min_size=n, max_size=n))
     lengths = draw(st.lists(st.integers(-5, 120), min_size=n, max_size=n))  # < 0: end before start
-    ends = [None if s is None or draw(st.integers(0, 20)) == 0 else s + d for s, d in zip(starts, lengths)]
+    ends = [None if s is None or draw(st.integers(0, 20)) == 0 else s + d for s, d in zip(starts, lengths, strict=True)]
     values = draw(st.lists(st.one_of(st.none(), st.integers(-(2**62), 2**62)), min_size=n, max_size=n))
     floats = draw(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True, width=64)),
                            min_size=n, max_size=n))  # fmt: skip
@@ -56,12 +56,12 @@ def test_partials_and_counts_equal_the_definition(case):
                     series, PARTIALS)  # fmt: skip
     got, counts = reduce_rows(_as_table(cells, starts, ends, values, floats, timestamps), plan)
     want, rejected, late = {}, 0, 0
-    for cell, l, u, v, f in zip(cells, starts, ends, values, floats, strict=True):
-        if l is None or u is None or u < l or (f is not None and math.isinf(f)):
+    for cell, lo, u, v, f in zip(cells, starts, ends, values, floats, strict=True):
+        if lo is None or u is None or u < lo or (f is not None and math.isinf(f)):
             rejected += 1
             continue
-        u = max(u, l + 1)
-        first = (l - w) // s + 1
+        u = max(u, lo + 1)
+        first = (lo - w) // s + 1
         a = max(first, -((w + ttp - u) // s), *([] if series is None else [(series - w) // s + 1]))
         b = (u - 1) // s
         late += min(b + 1, a) > first
@@ -85,22 +85,24 @@ def test_partials_and_counts_equal_the_definition(case):
             assert r["_maxf"] is None and r["_minf"] is None and r["_sf"] is None
 
 
-def test_counted_batches_put_each_chunk_s_counts_on_a_row_of_their_own(tmp_path):
+def test_counted_batches_put_each_part_s_counts_on_a_row_of_their_own(tmp_path):
     path = tmp_path / "calls.parquet"
     pq.write_table(pa.table({"cell": [1, 1, 2, 2, 2], "start": [0, 5, 9, 3, None], "end": [4, 6, 12, 2, 8]}), path,
                    row_group_size=5)  # fmt: skip
     plan = ReadPlan("start", "end", "s", ["cell"], {}, 10, 5, 0, 100, None, [("_n", "sum", "one", None)])
     schema = pa.schema([("cell", pa.int64()), ("_k", pa.int64()), ("_n", pa.int64()),
                         *[(c, pa.int64()) for c in COUNTS]])  # fmt: skip
-    rows = pa.Table.from_batches(list(counted_batches(str(path), 0, plan, 2, schema))).to_pylist()
+    parts = pieces([(str(path), 0, 5)], cores=1, most=2)
+    assert parts == [(str(path), 0, 0, 3), (str(path), 0, 1, 3), (str(path), 0, 2, 3)]  # of 2, 2 and 1 rows
+    rows = pa.Table.from_batches([b for part in parts for b in counted_batches(*part, plan, schema)]).to_pylist()
     windows = [r for r in rows if r["_k"] is not None]
     counts = [r for r in rows if r["_k"] is None]
-    assert len(counts) == 3  # chunks of 2, 2 and 1 rows
+    assert len(counts) == 3
     assert [sum(r[c] for r in counts) for c in COUNTS] == [5, 2, 0]  # reversed and null-start rows rejected
     assert all(r["cell"] is None and r["_n"] is None for r in counts)
     assert all(r[c] is None for r in windows for c in COUNTS)
     by_window = {}
-    for r in windows:  # one key's windows from two chunks: Spark merges them
+    for r in windows:  # one key's windows from two parts: Spark merges them
         by_window[(r["cell"], r["_k"])] = by_window.get((r["cell"], r["_k"]), 0) + r["_n"]
     assert by_window == {(1, -1): 1, (1, 0): 2, (1, 1): 1, (2, 0): 1, (2, 1): 1, (2, 2): 1}
 
@@ -110,11 +112,12 @@ def _peak_bytes(path, chunk_rows: int) -> int:
                     [("_n", "sum", "one", None), ("_s", "sum", "value", "_v0"), ("_m", "max", "value", "_v0")])
     schema = pa.schema([("cell", pa.int64()), ("_k", pa.int64()), ("_n", pa.int64()), ("_s", pa.int64()),
                         ("_m", pa.int64()), *[(c, pa.int64()) for c in COUNTS]])  # fmt: skip
-    groups = pq.ParquetFile(path).num_row_groups
+    meta = pq.ParquetFile(path).metadata
+    groups = [(str(path), g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
     tracemalloc.start()
     try:
-        for group in range(groups):
-            for _ in counted_batches(str(path), group, plan, chunk_rows, schema):
+        for part in pieces(groups, cores=2, most=chunk_rows):
+            for _ in counted_batches(*part, plan, schema):
                 pass
         return tracemalloc.get_traced_memory()[1]
     finally:
@@ -123,7 +126,7 @@ def _peak_bytes(path, chunk_rows: int) -> int:
 
 def test_a_worker_s_memory_does_not_grow_with_the_hottest_key_s_rows(tmp_path):
     """One key holds every row; four times the rows (in one row group) must not need more memory: a task
-    reduces ``chunk_rows`` rows at a time, whatever a key or a row group holds."""
+    reduces one piece of at most ``most`` rows, whatever a key or a row group holds."""
     peaks = []
     for rows in (100_000, 400_000):
         rng = np.random.default_rng(rows)

@@ -120,7 +120,8 @@ def _read_side_output(spark, tmp_path, frame, cfg, begin) -> tuple[dict, dict]:
         (_py(r["cell"]), int(r["window_start"])): {n: _py(r[n]) for n in names}
         for _, r in result[result[EVENTS_COLUMN] > 0].iterrows()
     }
-    late = {int(r["id"]): int(r["windows_missed"]) for _, r in late_rows(prepared, cfg, str(begin)).toPandas().iterrows()}
+    late_events = late_rows(prepared, cfg, str(begin)).toPandas()
+    late = {int(r["id"]): int(r["windows_missed"]) for _, r in late_events.iterrows()}
     assert counts.get == {"read": len(frame), "rejected": 0, "late": len(late)}
     return windows, late
 

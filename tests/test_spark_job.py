@@ -338,7 +338,8 @@ def test_vector_reading_parquet_itself_gives_the_jvm_plans_outputs(spark, tmp_pa
         cfg = config([path], tmp_path / plan, range=900, slide=60, ttp=300, plan=plan,
                      aggregates=["count", "sum:bytes", "max:duration", "mean:duration"], **series)  # fmt: skip
         summary = run_spark(cfg)
-        outputs[plan] = summary, {name: pd.read_parquet(tmp_path / plan / name) for name in ("windows", "rejected", "late")}
+        written = {name: pd.read_parquet(tmp_path / plan / name) for name in ("windows", "rejected", "late")}
+        outputs[plan] = summary, written
     (vector, read), (explode, through_spark) = outputs["vector"], outputs["explode"]
     assert vector["plans"][0]["reads_input"] and not explode["plans"][0]["reads_input"]
     assert vector["rejected"] == len(range(0, n, 37)) + 3  # reversed; null start, null end, infinite duration
@@ -350,3 +351,31 @@ def test_vector_reading_parquet_itself_gives_the_jvm_plans_outputs(spark, tmp_pa
         a, b = (frame_.sort_values(key, na_position="first").reset_index(drop=True)
                 for frame_ in (read[name], through_spark[name]))  # fmt: skip
         pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12)
+
+
+def test_vector_reads_parquet_itself_only_where_its_columns_are_plain(spark, tmp_path):
+    """Expressions, a duration, a series from each key's first event, CSV input and decimal values go through
+    Spark's reader (``read_plan`` is None); plain columns of local Parquet are read by the tasks."""
+    from decimal import Decimal
+
+    from spark_jobs.plans import read_plan
+    from spark_jobs.prepare import load
+
+    frame = pd.DataFrame({"cell": ["a", "b"], "start": [0, 10], "end": [5, 30], "bytes": [1, 2],
+                          "price": [Decimal("1.5")] * 2})  # fmt: skip
+    frame.to_parquet(tmp_path / "calls.parquet", index=False)
+    frame.to_csv(tmp_path / "calls.csv", index=False)
+    parquet, csv = tmp_path / "calls.parquet", tmp_path / "calls.csv"
+
+    def plan_of(inputs, **kw):
+        cfg = config([inputs], tmp_path / "out", **{"aggregates": ["count", "sum:bytes"], **kw})
+        return read_plan(load(spark, cfg), cfg)
+
+    assert plan_of(parquet) is not None
+    assert plan_of(parquet).keys == ["cell"] and plan_of(parquet, keys=[]).keys == []
+    assert plan_of(csv) is None
+    assert plan_of(parquet, start="start + 1") is None
+    assert plan_of(parquet, keys=["upper(cell)"]) is None
+    assert plan_of(parquet, end=None, duration="end") is None
+    assert plan_of(parquet, series_start="first") is None
+    assert plan_of(parquet, aggregates=["sum:price"]) is None

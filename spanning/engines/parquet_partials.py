@@ -96,27 +96,49 @@ def reduce_rows(table, plan: ReadPlan):
     return run_partials(events, plan.keys, "_a", "_b", plan.partials), counts
 
 
-def row_group_partials(path: str, row_groups: Sequence[int], plan: ReadPlan, chunk_rows: int) -> Iterator:
-    """``reduce_rows`` over the given row groups of one Parquet file, ``chunk_rows`` rows at a time: yields
-    (partials, counts) per chunk, so a task's memory is bounded by the chunk, not by the file or a key."""
+def row_group_partials(path: str, row_group: int, part: int, parts: int, plan: ReadPlan) -> Iterator:
+    """``reduce_rows`` over part ``part`` of ``parts`` of one row group of a Parquet file: yields one
+    (partials, counts). A part is at most ``CHUNK_ROWS``-sized by the caller's choice of ``parts``, so a task's
+    memory is bounded by it, not by the file, the row group or a key; and the parts of a large row group
+    spread over the cores as separate tasks."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     columns = list(dict.fromkeys([plan.start, plan.end, *plan.keys, *plan.values]))
     source = pq.ParquetFile(path)
-    for batch in source.iter_batches(batch_size=chunk_rows, row_groups=list(row_groups), columns=columns,
-                                     use_threads=False):  # fmt: skip
-        yield reduce_rows(pa.Table.from_batches([batch]), plan)
+    rows = source.metadata.row_group(row_group).num_rows
+    size = max(-(-rows // parts), 1)
+    batches = source.iter_batches(batch_size=size, row_groups=[row_group], columns=columns, use_threads=False)
+    for i, batch in enumerate(batches):  # the parts before this one are decoded and passed over
+        if i == part:
+            yield reduce_rows(pa.Table.from_batches([batch]), plan)
+            return
 
 
-def counted_batches(path: str, row_group: int, plan: ReadPlan, chunk_rows: int, schema) -> Iterator:
+def counted_batches(path: str, row_group: int, part: int, parts: int, plan: ReadPlan, schema) -> Iterator:
     """``row_group_partials`` as record batches of ``schema`` (the keys, ``_k``, the partials, then ``COUNTS``):
-    each chunk's partials with null counts, then one row of its counts with null keys and window."""
+    the part's partials with null counts, then one row of its counts with null keys and window."""
     import pyarrow as pa
 
-    for table, counts in row_group_partials(path, [row_group], plan, chunk_rows):
+    for table, counts in row_group_partials(path, row_group, part, parts, plan):
         arrays = [pa.nulls(table.num_rows, f.type) if f.name in COUNTS else table.column(f.name).cast(f.type)
                   for f in schema]  # fmt: skip
         yield from pa.Table.from_arrays(arrays, schema=schema).to_batches()
         found = dict(zip(COUNTS, counts, strict=True))
         yield pa.RecordBatch.from_arrays([pa.array([found.get(f.name)], f.type) for f in schema], schema=schema)
+
+
+def pieces(row_groups: Sequence[tuple[str, int, int]], cores: int, most: int) -> list[tuple[str, int, int, int]]:
+    """The tasks' pieces of the row groups ``(path, row group, rows)``: ``(path, row group, part, parts)``, each
+    of at most ``most`` rows, and small enough that there are about three per core (so that cores finishing
+    early take more), but not below 100,000 rows (a piece costs a few milliseconds of its own).
+
+    >>> pieces([("a", 0, 3_000_000)], cores=2, most=1 << 20)
+    [('a', 0, 0, 6), ('a', 0, 1, 6), ('a', 0, 2, 6), ('a', 0, 3, 6), ('a', 0, 4, 6), ('a', 0, 5, 6)]
+    >>> pieces([("a", 0, 50), ("b", 0, 70)], cores=2, most=1 << 20)
+    [('a', 0, 0, 1), ('b', 0, 0, 1)]
+    """
+    total = sum(rows for _, _, rows in row_groups)
+    size = min(max(total // (3 * cores), 100_000), most)
+    return [(path, group, part, parts) for path, group, rows in row_groups
+            for parts in [max(-(-rows // size), 1)] for part in range(parts)]  # fmt: skip
