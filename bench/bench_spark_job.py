@@ -139,10 +139,10 @@ def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: 
                             times[label].append(time.perf_counter() - began)
                         if round_ == 0:
                             _same_windows(out, aggs, keyed=shape != "none")
-                    plan = json.loads((out / "run" / "summary.json").read_text())["plans"][0]
+                    chosen = json.loads((out / "run" / "summary.json").read_text())["plans"][0]
                     pairs = sorted(y / x for x, y in zip(times["run"], times["sql"], strict=True))
                     cells = [data, shape if data == "int" else "text", f"{range_ // 60}m/{slide // 60}m", name,
-                             f"{plan['plan']} ({plan['windows_per_event'] or 0:.1f})", _spread(times["run"]),
+                             f"{chosen['plan']} ({chosen['windows_per_event'] or 0:.1f})", _spread(times["run"]),
                              _spread(times["sql"]),
                              f"**{statistics.median(pairs):.2f}×** ({pairs[0]:.2f}-{pairs[-1]:.2f})"]  # fmt: skip
                     if floor:

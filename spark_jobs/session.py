@@ -117,10 +117,6 @@ def get_session(
         # Spark's 200 costs a Python task each; two per core keeps every core busy (AQE does not
         # coalesce ahead of the per-key Window); --partitions or spark-defaults override it
         spark.conf.set("spark.sql.shuffle.partitions", str(2 * spark.sparkContext.defaultParallelism))
-    if not spark.sparkContext.getConf().contains("spark.sql.files.minPartitionNum"):
-        # input splits of at most 1/2 of a core's share, not Spark's 128 MB: a 275 MB file made 3 tasks on
-        # 2 cores (one core idle for a third of the scan); now 4, two per core (docs/BENCHMARKS.md)
-        spark.conf.set("spark.sql.files.minPartitionNum", str(2 * spark.sparkContext.defaultParallelism))
     ship_engine(spark)
     return spark
 
