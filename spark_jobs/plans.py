@@ -70,7 +70,8 @@ DYADIC_FROM = 32.0  # ... and from which dyadic blocks do, for min and max
 VECTOR_FROM = 8.0  # ... and from which the numpy pass beats them all (measured; see docs/BENCHMARKS.md)
 A, B, MISSED_RUN, K = "_a", "_b", "_missed", "_k"
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row columns (spark_jobs.windowed)
-READ_SIDE_FROM = 8 * 2**20  # Parquet bytes from which vector's tasks reading the files beat the JVM plans (measured)
+READ_SIDE_FROM = 8 * 2**20  # Parquet bytes from which auto lets vector's tasks read the files: a guess, not measured
+# (below it the Python workers' start is not paid back); from 31 MB up it was measured faster (docs/BENCHMARKS.md)
 CHUNK_ROWS = 1 << 20  # events a vector task reduces at once: bounds a worker's memory, whatever a key holds
 KEY_ID, MAX_KEY_IDS = "_id", 50_000  # group by a long id per key when there are at most this many keys
 
@@ -155,8 +156,8 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
     if per_event is None:
         return Choice("explode", "a small input (no sample measured): the explode is never far from the best")
     if vectorisable and per_event >= VECTOR_FROM:
-        return Choice("vector", f"{per_event:.1f} windows per event ≥ {VECTOR_FROM}: one numpy pass per key, "
-                      "no row per window before the output", per_event, ids)  # fmt: skip
+        return Choice("vector", f"{per_event:.1f} windows per event ≥ {VECTOR_FROM}: each task's runs reduced to "
+                      "window partials in numpy, no row per window before the merge", per_event, ids)  # fmt: skip
     if rangeable and per_event >= RANGE_FROM:
         return Choice("range", f"{per_event:.1f} windows per event ≥ {RANGE_FROM}: two rows per event", per_event, ids)
     if per_event >= DYADIC_FROM:
