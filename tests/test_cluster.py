@@ -119,6 +119,14 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     stream = ["stream", str(arriving), *query[1:], "--master", MASTER, "--partitions", "4", "--max-files-per-trigger",
               "1", "--output", str(tmp_path / "stream"), "--checkpoint", str(tmp_path / "chk"), "--drain"]
     argvs.append(stream)
+    parquet = tmp_path / "calls.parquet"  # typed columns: vector's tasks read the row groups on the executors
+    parsed = {c: pd.to_datetime(calls[c], errors="coerce", utc=True).astype("datetime64[us, UTC]")
+              for c in ("start", "end")}  # fmt: skip
+    calls.drop(columns="_e").assign(**parsed, bytes=pd.to_numeric(calls["bytes"], errors="coerce").astype("Int64"),
+                                    duration=pd.to_numeric(calls["duration"], errors="coerce")).to_parquet(
+        parquet, index=False, row_group_size=len(calls) // 5)  # fmt: skip
+    typed = [str(parquet), *windows[1:], *(arg for spec in AGGS[:4] for arg in ("--agg", spec))]
+    argvs.append(["run", *typed, *on_cluster[:-1], "vector", "--output", str(tmp_path / "parquet")])
     broken = ["run", *windows, "--agg", "count", *on_cluster, "--output", str(tmp_path / "broken")]
     # no PYTHONPATH: local-cluster hands the driver's to the executors' Python, which must not find the checkout
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
@@ -133,7 +141,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     print("seconds per run:", [run[2] for run in [*report["runs"], report["broken"]]])
-    for (code, err, _), name in zip(report["runs"], [*runs, "stream"], strict=True):
+    for (code, err, _), name in zip(report["runs"], [*runs, "stream", "parquet"], strict=True):
         assert code == 0 and err == "", (name, err)
 
     jvm_options = report["driver_jvm"]  # a small local input: the quick compiler, and the class archive if built
@@ -158,6 +166,15 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
             assert sorted(pd.read_parquet(output / part)["call_id"]) == sorted(
                 pd.read_parquet(local / part)["call_id"]
             ), (name, part)
+
+    assert main(["run", *typed, "--engine", "local", "--output", str(tmp_path / "parquet-local")]) == 0
+    summary = json.loads((tmp_path / "parquet" / "summary.json").read_text())
+    assert summary["plans"][0]["reads_input"] and summary["rejected"] > 0, summary
+    got = read_output(tmp_path / "parquet" / "windows")
+    assert_frames_match(got, read_output(tmp_path / "parquet-local" / "windows")[list(got.columns)], ["cell"])
+    for part in ("late", "rejected"):
+        assert sorted(pd.read_parquet(tmp_path / "parquet" / part)["call_id"]) == sorted(
+            pd.read_parquet(tmp_path / "parquet-local" / part)["call_id"]), part
 
     first = ["run", str(arriving), *query[1:], "--engine", "local", "--series-start", "first", "--output",
              str(tmp_path / "first")]  # fmt: skip
