@@ -63,9 +63,6 @@ def cdr_file(rows: int) -> Path:
     return path
 
 
-KEY_SHAPES = ("zipf", "hot", "uniform")  # the cells of ``integer_cdr_file``; "no key" is a query without --key
-
-
 def integer_cdr_file(rows: int, keys: str = "zipf", hours: int = 7 * 24) -> Path:
     """CDRs keyed by integer cell ids, cached as Parquet in the temp folder (``integer_cdr_frame``); ``bytes`` a
     long, ``duration`` a double (seconds); written in end order (as calls end), in row groups of 1M rows."""
