@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
+from spanning.app.csv_records import MALFORMED
 from spanning.app.files import Inputs, input_files, unknown_column
 from spanning.app.jobspec import (
     CORRUPT_RECORD,
@@ -55,6 +56,8 @@ def read_input(spark: SparkSession, inputs: Inputs) -> DataFrame:
     """The files of ``inputs`` (checked by ``spanning.app.files.input_files``): CSV as text, Parquet, JSON lines."""
     files = [_literal_path(p) for p in inputs.files]  # remote paths (and their globs) go to Spark as given
     reader = spark.read
+    if inputs.format == "csv" and inputs.columns is not None:  # local files: the local engine's reader, in the tasks
+        return _csv_records(spark, inputs)
     if inputs.format == "csv":  # RFC 4180: quoted fields may hold line breaks and doubled quotes
         reader = reader.options(header=True, multiLine=True, escape='"', sep=inputs.delimiter, mode="PERMISSIVE",
                                 encoding="UTF-8")  # fmt: skip
@@ -65,6 +68,23 @@ def read_input(spark: SparkSession, inputs: Inputs) -> DataFrame:
         schema = parquet_footer_schema(inputs)  # Spark's own inference is a job over a footer: 0.3-0.5 s cold
         return (reader if schema is None else reader.schema(schema)).parquet(*files)
     return reader.json(files)
+
+
+def _csv_records(spark: SparkSession, inputs: Inputs) -> DataFrame:
+    """Local CSV files read by ``spanning.app.csv_records``, a file a task (a multi-line CSV file is one split
+    for Spark's reader too): text columns plus ``MALFORMED``, the rows, reasons and lines of ``--engine local``.
+    """
+    names, files, delimiter = list(inputs.columns), list(inputs.files), inputs.delimiter
+    schema = T.StructType([T.StructField(n, T.StringType()) for n in [*names, MALFORMED]])
+
+    def records(batches):  # runs on the executors: pyarrow only
+        from spanning.app.csv_records import csv_batches
+
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                yield from csv_batches(files[i], delimiter, names)
+
+    return spark.range(len(files), numPartitions=len(files)).mapInArrow(records, schema)
 
 
 def _footer_readable(kind) -> bool:
@@ -284,14 +304,15 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCoun
     """
     counts = kinds if kinds is not None else KindCounts(lambda rows=frame: rows)  # the frame as read
     fields, query = cfg.events, cfg.query
-    original = list(frame.columns)
+    malformed = MALFORMED in frame.columns  # CSV read by ``_csv_records``: why a record is no row, with its line
+    original = [c for c in frame.columns if c != MALFORMED]
     raw = {}  # counts of CSV columns as read: also the kinds of the time and value columns that stay text
     if csv:  # CSV text: columns of plain integers become long (nothing lost), the others stay text
         roles = {fields.start, fields.end, fields.duration, *query.numeric_columns}
         raw = stats = counts("raw:", {name: quoted(name) for name in original}, roles)
         typed = [_plain(quoted(n), T.StringType(), column_kind("plain", stats[n])).alias(n) for n in original]
         counts.typed = typed
-        frame = frame.select(*typed)
+        frame = frame.select(*typed, *([quoted(MALFORMED)] if malformed else []))
     start, start_type, _ = _expression(frame, fields.start, "start")
     end = duration = None
     if fields.duration is not None:
@@ -355,6 +376,8 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCoun
     key_columns = [_plain(column, dtype, "text").alias(key_column(i)) for i, (column, dtype) in enumerate(key_exprs)]
 
     reason = F.when(F.lit(False), F.lit(None).cast("string"))
+    if malformed:
+        reason = reason.when(quoted(MALFORMED).isNotNull(), quoted(MALFORMED))
     if CORRUPT_RECORD in original:
         reason = reason.when(quoted(CORRUPT_RECORD).isNotNull(), REASONS["json"])
     reason = (

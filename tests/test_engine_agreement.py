@@ -9,6 +9,7 @@ with the same reasons, and the same late rows, with the same column types.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -182,6 +183,21 @@ CASES = [
         timestamps=False,
     ),
     Case(
+        "malformed CSV records: too many fields, too few, a quote never closed; the rows around them kept",
+        {"calls.csv": b"id,start,end,cell,bytes\n"
+                      b"1,100,400,a,10\n"
+                      b"2,200,500,a,20,extra,more\n"  # line 3: 7 fields
+                      b"3,250,550\n"  # line 4: 3 fields
+                      b"4,300,600,b,5\n"
+                      b'5,320,620,"b,7\n'  # line 6: the quote runs to the end of the file
+                      b"6,330,630,b,8\n"},
+        CSV_ARGS,
+        [dict(id=1, cell="a", start=100, end=400, bytes=10), dict(id=4, cell="b", start=300, end=600, bytes=5)],
+        {2: "line 3 has 7 fields, the header 5", 3: "line 4 has 3 fields, the header 5",
+         None: "line 6 opens a quote that is never closed: 2 lines to the end of the file read as one record"},
+        timestamps=False,
+    ),
+    Case(
         "JSON lines: a malformed line is rejected, NaN is null, integers stay exact",
         {"calls.json": b'{"id": 1, "start": 100, "end": 400, "cell": "a", "bytes": 9007199254740993}\n'
                        b'{"id": 2, "start": 200, "end": 500, "cell": "a", "bytes": NaN}\n'
@@ -277,6 +293,17 @@ def test_both_engines_and_the_api_agree(spark, tmp_path, case):
                                                                  rejected["reason"], strict=True)}  # fmt: skip
     assert got_reasons == case.rejected
     assert sorted(local["late"].to_pandas()["id"].tolist()) == expected.attrs["late_ids"]
+
+
+def test_an_unclosed_quote_is_a_warning_and_the_counts_reconcile_on_both_engines(spark, tmp_path, capsys):
+    malformed = next(c for c in CASES if c.name.startswith("malformed CSV"))
+    inputs = _write(tmp_path / "in", malformed.files)
+    for engine in ("local", "spark"):
+        assert _run(engine, inputs, CSV_ARGS, tmp_path / engine) == 0
+        err = capsys.readouterr().err
+        assert f"warning: {inputs[0]}: line 6 opens a quote that is never closed: 2 lines" in err, engine
+        summary = json.loads((tmp_path / engine / "summary.json").read_text())
+        assert (summary["rows_read"], summary["accepted"], summary["rejected"]) == (5, 2, 3), engine
 
 
 REFUSED = [

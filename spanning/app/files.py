@@ -18,12 +18,15 @@ import io
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from spanning.aggregates import INT64_MAX, INT64_MIN
+from spanning.app.csv_records import MALFORMED, read_csv_records, unterminated_quote
 from spanning.app.jobspec import CORRUPT_RECORD, INPUT_FORMATS, UsageError
 from spanning.app.reader import column_kind, matches, plain_values, text_stats
 
@@ -159,6 +162,9 @@ def input_files(paths: list[str], given_format: str | None = None, delimiter: st
                     f"{path} has the columns {', '.join(header)} but {first} has {', '.join(columns)}: "
                     "give files of one layout per run"
                 )
+            unclosed = unterminated_quote(path, delimiter)  # a silent fold of the rest of the file otherwise
+            if unclosed is not None:
+                print(f"spanning: warning: {path}: {unclosed.reason()}; it is rejected", file=sys.stderr)
     elif fmt == "json":
         for path in files:
             with _open_text(path) as handle:
@@ -225,20 +231,18 @@ def read_local(inputs: Inputs) -> pd.DataFrame:
 
 def typed_csv(frame: pd.DataFrame) -> pd.DataFrame:
     """CSV text with every column of plain integers as Int64 (nothing lost), the others as text."""
-    for name in frame.columns:
+    for name in frame.columns.drop(MALFORMED, errors="ignore"):  # the reason stays text
         frame[name] = plain_values(frame[name], column_kind("plain", text_stats(frame[name])))
     return frame
 
 
 def _read_file(path: str, inputs: Inputs) -> pd.DataFrame:
-    if inputs.format == "csv":
+    if inputs.format == "csv":  # every record a row; a malformed one with its reason in MALFORMED
         try:
-            frame = pd.read_csv(path, sep=inputs.delimiter, dtype=str, keep_default_na=False, na_values=[""],
-                                encoding="utf-8-sig", header=0, index_col=False)  # fmt: skip
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
-            first = str(err).strip().splitlines()[0]
-            raise UsageError(f"cannot read {path} as CSV: {first}") from None
-        frame.columns = inputs.columns or [str(c).strip() for c in frame.columns]
+            table = read_csv_records(path, inputs.delimiter, inputs.columns)
+        except (pa.ArrowInvalid, UnicodeDecodeError) as err:
+            raise UsageError(f"cannot read {path} as CSV: {str(err).strip().splitlines()[0]}") from None
+        frame = table.to_pandas()
         return frame.astype(object).where(frame.notna(), None)  # text, None for null
     if inputs.format == "parquet":
         try:

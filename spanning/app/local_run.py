@@ -18,6 +18,7 @@ import pyarrow.csv
 import pyarrow.parquet
 
 from spanning.aggregates import SumOverflowError
+from spanning.app.csv_records import MALFORMED
 from spanning.app.files import check_plain_columns, input_files, read_local, unknown_column
 from spanning.app.jobspec import (
     CHRONON_MS,
@@ -76,6 +77,7 @@ def prepare_local(cfg: RunConfig) -> Prepared:
     inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
     check_plain_columns(cfg, inputs)  # from the header or footer, before reading every row
     frame = read_local(inputs)
+    malformed = frame.pop(MALFORMED).to_numpy() if MALFORMED in frame.columns else None  # CSV: why, per record
     n = len(frame)
     start_col = _column(frame, fields.start, "start")
     end_col = None if fields.point_events or fields.duration is not None else _column(frame, fields.end, "end")
@@ -96,6 +98,8 @@ def prepare_local(cfg: RunConfig) -> Prepared:
         end_value, end_present, end_fraction = end.values, end.present, end.fractional
 
     checks = []
+    if malformed is not None:  # the reason itself: it names the record's line
+        checks.append((malformed != None, malformed))  # noqa: E711 - elementwise
     if CORRUPT_RECORD in frame.columns:
         checks.append((frame[CORRUPT_RECORD].notna().to_numpy(), REASONS["json"]))
     checks += [
@@ -121,7 +125,8 @@ def prepare_local(cfg: RunConfig) -> Prepared:
             columns[internal[name]] = plain_values(column, "text").array
     reason = np.full(n, None, dtype=object)
     for failed, text in checks:
-        reason[(reason == None) & failed] = text  # noqa: E711 - elementwise
+        chosen = (reason == None) & failed  # noqa: E711 - elementwise
+        reason[chosen] = text[chosen] if isinstance(text, np.ndarray) else text
     accepted = np.flatnonzero(reason == None)  # noqa: E711
 
     events = pd.DataFrame({key_column(i): plain_values(k, "text").array[accepted] for i, k in enumerate(keys)})
