@@ -2,7 +2,7 @@
 
 Every input row comes out of ``prepare`` once, either with ``reason`` null (an event) or with the
 reason it cannot be used (nothing is dropped silently). The rules are the reader contract of
-``spanning.app.reader``, which the local engine follows too: here they are Spark SQL expressions over the
+``spanning.engines.reader``, which the local engine follows too: here they are Spark SQL expressions over the
 same patterns, and the column kinds come from the same counts (one aggregation over the text columns
 the query uses).
 """
@@ -33,8 +33,8 @@ from spanning.app.jobspec import (
     value_column,
     with_columns,
 )
-from spanning.app.reader import TIME_LIMIT, ColumnStats, column_kind, java_pattern, time_kinds
 from spanning.engines.params import valid_flag as valid_column  # the Spark job sends nulls as these flags
+from spanning.engines.reader import TIME_LIMIT, ColumnStats, column_kind, java_pattern, time_kinds
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
 EVENT_END = f"greatest({END}, {START} + 1)"  # the event's u: a record with end = start is the point [l, l + 1)
@@ -180,7 +180,7 @@ def _matches(column: Column, name: str) -> Column:
 
 
 def _text_stats(frame: DataFrame, columns: dict[str, Column], full: set[str] | None = None) -> dict[str, ColumnStats]:
-    """The counts of ``spanning.app.reader.column_kind`` for text columns, in one pass.
+    """The counts of ``spanning.engines.reader.column_kind`` for text columns, in one pass.
 
     Only the labels in ``full`` (all, if None) get every count; the others get what typing a plain
     column needs (present, plain_integer), which saves regular expressions on wide CSV files.

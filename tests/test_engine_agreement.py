@@ -1,6 +1,6 @@
 """One answer from both engines: messy files through ``--engine local``, ``--engine spark`` and ``spanning.aggregate``.
 
-Each case is a small file a user could meet, with what the reader contract (``spanning.app.reader``) says
+Each case is a small file a user could meet, with what the reader contract (``spanning.engines.reader``) says
 it holds, written by hand here: the usable events (times worked out with ``zoneinfo``, not with the
 code under test) and the reason of every rejected row. The expected windows come from
 ``spanning.aggregate`` over those events; both engines must write exactly them, the same rejected rows

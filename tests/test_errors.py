@@ -34,20 +34,28 @@ def test_end_before_start():
     with pytest.raises(ValueError, match="event end 3 is before its start 7"):
         eng.insert(7, 3)
     bad = pd.DataFrame({"start": [0, 7], "end": [4, 3]})
-    with pytest.raises(ValueError, match="row 1: event end 3 is before its start 7"):
-        spanning.aggregate(bad, 10, 5)
+    out = spanning.aggregate(bad, 10, 5, aggregates={"n": "count"})  # the row is set aside with the command's reason, the others kept
+    rejected = out.attrs["rejected"]
+    assert rejected.index.tolist() == [1] and rejected["reason"].tolist() == ["end is before start"]
+    assert out["n"].sum() == 2  # the event [0, 4) in windows [-5, 5) and [0, 10)
 
 
-def test_non_integer_and_null_times():
+def test_non_integer_null_and_text_times_are_rejected_rows():
     eng = Engine(WindowSpec(10, 5), {"n": "count"})
     with pytest.raises(ValueError, match="event start must be an integer chronon"):
         eng.insert(1.5, 3)
-    with pytest.raises(ValueError, match="non-integer time 2.5 at row 1"):
-        spanning.aggregate(pd.DataFrame({"start": [0.0, 2.5], "end": [4.0, 5.0]}), 10, 5)
-    with pytest.raises(ValueError, match="has a null at row 1"):
-        spanning.aggregate(pd.DataFrame({"start": [0.0, np.nan], "end": [4, 5]}), 10, 5)
-    with pytest.raises(ValueError, match="must hold integer chronons"):
-        spanning.aggregate(pd.DataFrame({"start": ["a"], "end": ["b"]}), 10, 5)
+    cases = [
+        (pd.DataFrame({"start": [0.0, 2.5], "end": [4.0, 5.0]}), "time is not a whole number of chronons"),
+        (pd.DataFrame({"start": [0.0, np.nan], "end": [4, 5]}), "start is null or not a time"),
+        (pd.DataFrame({"start": ["0", "9"], "end": ["4", "x"]}), "end is null or not a time"),
+    ]
+    for frame, reason in cases:
+        out = spanning.aggregate(frame, 10, 5, aggregates={"n": "count"})
+        assert out.attrs["rejected"]["reason"].tolist() == [reason]
+        assert out.attrs["rejected"].index.tolist() == [1]
+        assert out["n"].sum() == 2  # the first row, [0, 4), in two windows
+    with pytest.raises(ValueError, match="holds booleans"):
+        spanning.aggregate(pd.DataFrame({"start": [True], "end": [False]}), 10, 5)
 
 
 def test_unknown_aggregate_column_and_technique():
@@ -65,10 +73,12 @@ def test_unknown_aggregate_column_and_technique():
         Engine(WindowSpec(10, 5), {"s": "sum:bytes"}).insert(0, 3, {"volume": 1})
 
 
-def test_non_numeric_values_in_aggregated_column():
-    frame = CALLS.assign(bytes=["1", "lots", None])
-    with pytest.raises(ValueError, match="column 'bytes' must be numeric: row 1 holds 'lots'"):
-        spanning.aggregate(frame, 10, 5, aggregates={"s": "sum:bytes"})
+def test_non_numeric_values_in_aggregated_column_are_rejected_rows():
+    frame = CALLS.assign(bytes=["1", "lots", None])  # text, as read_csv(dtype=str) gives: numbers parsed
+    out = spanning.aggregate(frame, 10, 5, aggregates={"s": "sum:bytes", "n": "count"})
+    rejected = out.attrs["rejected"]
+    assert rejected.index.tolist() == [1] and rejected["reason"].tolist() == ["non-numeric value in column bytes"]
+    assert out["s"].dtype == "Int64" and out["s"].max() == 1  # "1" is the integer 1; the null row adds nothing
 
 
 def test_late_events_are_reported_not_dropped():

@@ -1,8 +1,8 @@
 """One time parser, two backends: the reader contract's times through pandas and through Spark SQL.
 
-The local engine parses times in pandas/NumPy (``spanning.app.reader.time_chronons``), the Spark engine in
+The local engine parses times in pandas/NumPy (``spanning.engines.reader.time_chronons``), the Spark engine in
 the JVM (``spark_jobs.prepare._chronons``); both follow one specification, the patterns of
-``spanning.app.reader.PATTERNS`` and the reasons of ``spanning.app.jobspec.REASONS``. Here one corpus of
+``spanning.engines.reader.PATTERNS`` and the reasons of ``spanning.app.jobspec.REASONS``. Here one corpus of
 time values (date-times with and without a zone or a fraction, dates, epoch numbers as text and as typed
 numbers, timestamps, empty, garbage, out of range, end before start) goes through both prepare functions
 (``spanning.app.local_run.prepare_local`` and ``spark_jobs.prepare.load``), under each time unit and a few

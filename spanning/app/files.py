@@ -1,6 +1,6 @@
 """The files of ``spanning run``: listing and checking the inputs, and reading them for the local engine.
 
-The first rule of the reader contract (``spanning.app.reader``): CSV (RFC 4180), Parquet or JSON lines, told
+The first rule of the reader contract (``spanning.engines.reader``): CSV (RFC 4180), Parquet or JSON lines, told
 apart by extension (``.gz``/``.bz2`` for CSV and JSON); a folder is read file by file, skipping names that
 start with ``_`` or ``.``; inputs that mix formats, files without a header, files that seem to use another
 delimiter, empty files and CSV files whose headers differ are refused with one line naming the file.
@@ -28,7 +28,7 @@ import pyarrow as pa
 from spanning.aggregates import INT64_MAX, INT64_MIN
 from spanning.app.csv_records import MALFORMED, read_csv_records, unterminated_quote
 from spanning.app.jobspec import CORRUPT_RECORD, INPUT_FORMATS, UsageError
-from spanning.app.reader import column_kind, matches, plain_values, text_stats
+from spanning.engines.reader import column_kind, matches, plain_values, text_stats
 
 __all__ = ["Inputs", "check_plain_columns", "input_files", "read_local", "typed_csv", "unknown_column"]
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from spanning.aggregates import ResultKind, parse_aggregate
 from spanning.engines.params import Execution
+from spanning.engines.reader import CHRONON_MS, REASONS, UsageError
 from spanning.kernels.windows import WindowSpec
 
 __all__ = [
@@ -39,29 +40,12 @@ __all__ = [
 ]
 
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-CHRONON_MS = {"s": 1000, "ms": 1}
 EVENTS_COLUMN = "__events"  # hidden count used to skip empty windows
 # --plan: how the Spark job computes (spark_jobs.plans)
 PLANS = ("auto", "explode", "range", "dyadic", "vector", "python")
 INPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 
-# why an input row could not be used (the `reason` column of rejected/)
-REASONS = {
-    "start": "start is null or not a time",
-    "end": "end is null or not a time",
-    "duration": "duration is null or not a number",
-    "fraction": "time is not a whole number of chronons",
-    "order": "end is before start",
-    "value": "non-numeric value in column {column}",
-    "range": "integer out of the 64-bit range in column {column}",
-    "infinite": "infinite value in column {column}",
-    "json": "not a JSON object (malformed line)",
-}
 CORRUPT_RECORD = "_corrupt_record"  # where a JSON reader keeps a line it could not parse
-
-
-class UsageError(ValueError):
-    """A mistake in what the user asked for: reported as one line, without a stack trace."""
 
 
 def parse_duration(text: str | int, time_unit: str = "s") -> int:
@@ -139,7 +123,7 @@ class InputFiles:
 
 @dataclass
 class EventFields:
-    """Where an input row keeps its event, and how its times read (the reader contract, ``spanning.app.reader``)."""
+    """Where an input row keeps its event, and how its times read (the reader contract, ``spanning.engines.reader``)."""
 
     start: str  # a column (local and Spark) or a Spark SQL expression
     end: str | None = None
@@ -156,7 +140,7 @@ class EventFields:
         elif (self.end is None) == (self.duration is None):
             raise UsageError("give exactly one of --end and --duration (or --point-events)")
         _one_of("time-unit", self.time_unit, ("s", "ms"))
-        from spanning.app.reader import check_timezone
+        from spanning.engines.reader import check_timezone
 
         check_timezone(self.timezone)
 

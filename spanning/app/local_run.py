@@ -2,7 +2,7 @@
 
 For files that fit in memory. ``--start``/``--end``/``--duration``/``--key`` must be column names
 here (Spark SQL expressions need ``--engine spark``). Files are read and typed by the reader contract
-of ``spanning.app.reader``, which the Spark engine follows too, so both give the same outputs.
+of ``spanning.engines.reader``, which the Spark engine follows too, so both give the same outputs.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from spanning.aggregates import SumOverflowError
 from spanning.app.csv_records import MALFORMED
 from spanning.app.files import check_plain_columns, input_files, read_local, unknown_column
 from spanning.app.jobspec import (
-    CHRONON_MS,
     CORRUPT_RECORD,
     EVENTS_COLUMN,
     REASONS,
@@ -33,7 +32,9 @@ from spanning.app.jobspec import (
     with_columns,
 )
 from spanning.app.outputs import finish_output, output_folder
-from spanning.app.reader import (
+from spanning.engines.batch import aggregate, aggregate_many
+from spanning.engines.reader import (
+    chronon_timestamps,
     column_kind,
     is_text,
     number_values,
@@ -44,7 +45,6 @@ from spanning.app.reader import (
     time_kinds,
     tzinfo,
 )
-from spanning.engines.batch import aggregate, aggregate_many
 from spanning.kernels.windows import event_ends
 
 # internal column names of the events handed to the engine (no clash with any input column)
@@ -176,10 +176,8 @@ def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict
     windows = windows.drop(columns=[EVENTS_COLUMN]).reset_index(drop=True)
     windows = windows.rename(columns=dict(zip(keys, prepared.keys, strict=True)))
     if prepared.is_timestamp:
-        per_chronon = 1000 * CHRONON_MS[cfg.events.time_unit]  # microseconds
         for col in ("window_start", "window_end"):
-            micros = windows[col].to_numpy(np.int64) * per_chronon
-            windows[col] = pd.to_datetime(micros, unit="us", utc=True).astype("datetime64[us, UTC]")
+            windows[col] = chronon_timestamps(windows[col].to_numpy(np.int64), cfg.events.time_unit).array
     late_rows = frame.iloc[events[ROW].to_numpy()[late.index.to_numpy()]].assign(
         **({"window": late["window"].to_numpy()} if "window" in late else {}),
         windows_missed=late["windows_missed"].to_numpy(),

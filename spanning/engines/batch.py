@@ -48,6 +48,7 @@ from spanning.engines.engine import Engine, build_aggregates
 from spanning.engines.inputs import FrameEvents, read_events
 from spanning.engines.keyed import KeyedBatch, KeyedDriver, PerEventKeys, SharedPlan, vectorised_path
 from spanning.engines.params import EventColumns, Execution
+from spanning.engines.reader import chronon_timestamps
 from spanning.kernels.windows import WindowSpec
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import sharing_plan, window_labels
@@ -72,13 +73,24 @@ def aggregate(
     point_events: bool = False,
     swag: str | None = None,
     count_based: bool = False,
+    time_unit: str = "s",
+    timezone: str = "UTC",
 ) -> pd.DataFrame:
     """Sliding-window aggregates of spanning events, rows taken in arrival order (per key).
 
     Returns one row per key and window: the key columns, ``window_start``, ``window_end``, then one
-    column per aggregate in the given order. ``result.attrs["late"]`` holds the late events (their
-    columns plus ``windows_missed``; ``attrs.pop("late")`` it before ``pd.concat`` of several results,
-    as pandas compares attrs there). With ``technique="se-slicing"`` (default) and built-in
+    column per aggregate in the given order. Every window of a key's series is returned, those that no
+    event overlaps too (count 0, the other aggregates null); ``spanning run`` skips those unless
+    ``--empty-windows emit``. ``result.attrs["late"]`` holds the late events (their columns plus
+    ``windows_missed``), ``result.attrs["rejected"]`` the rows that are no events (their columns plus
+    ``reason``); ``attrs.pop`` them before ``pd.concat`` of several results, as pandas compares attrs there.
+
+    Times are read as ``spanning run`` reads them (``spanning.engines.reader``): integer columns are
+    chronons as they are; timestamps, date-time text (in ``timezone`` unless it carries a zone) and epoch
+    numbers become chronons of ``time_unit`` (``"s"`` or ``"ms"``), and the window bounds come back as UTC
+    timestamps when the times were timestamps or text. A row without a start or end, with a fraction of a
+    chronon, ending before it starts, or whose summed column holds text that is no number is rejected with
+    the command's reason; text columns of numbers are parsed (integers if all are, else floats). With ``technique="se-slicing"`` (default) and built-in
     aggregates the vectorised batch path runs; other techniques and user-defined aggregates run the
     per-event ``Engine`` and give the same results. ``height="auto"`` picks the se-ml-slicing height
     from the event sizes in ``events`` (``spanning.planning.height``).
@@ -93,7 +105,7 @@ def aggregate(
     number within its key, so window k holds that key's arrivals ``k*slide .. k*slide + range - 1``.
     """
     spec = WindowSpec(range, slide, ttp, offset)
-    columns = EventColumns.of(start, end, key, point_events, count_based)
+    columns = EventColumns.of(start, end, key, point_events, count_based, time_unit, timezone)
     return _aggregate(events, spec, aggregates, columns, Execution(technique, height, swag), series_start)
 
 
@@ -125,9 +137,13 @@ def _aggregate(
     key_rows = ev.group_rows[windows.pop("_group").to_numpy(dtype=np.int64)]
     for i, name in enumerate(ev.keys):  # key columns first, as the first row of each key holds them
         windows.insert(i, name, key_values(frame[name])[key_rows])
+    if ev.timestamps:  # the bounds as the times were given: instants
+        for name in ("window_start", "window_end"):
+            windows[name] = chronon_timestamps(windows[name].to_numpy(np.int64), columns.time_unit).array
     late = frame.iloc[late_rows].copy()
     late["windows_missed"] = missed
     windows.attrs["late"] = late
+    windows.attrs["rejected"] = ev.rejected
     return windows
 
 
@@ -199,7 +215,8 @@ def aggregate_many(
     if unknown:
         raise TypeError(f"aggregate_many() got an unexpected keyword argument {unknown[0]!r}")
     given = {**_OPTIONS, **options}
-    columns = EventColumns.of(given["start"], given["end"], given["key"], given["point_events"], given["count_based"])
+    columns = EventColumns.of(given["start"], given["end"], given["key"], given["point_events"], given["count_based"],
+                              given["time_unit"], given["timezone"])  # fmt: skip
     execution = Execution(given["technique"], given["height"], given["swag"], sharing)
     series_start = given["series_start"]
     specs = list(windows)
@@ -212,12 +229,14 @@ def aggregate_many(
         parts, late_parts = [], []
         for spec, label in zip(specs, labels, strict=True):
             out = _aggregate(events, spec, aggregates, columns, execution, series_start)
+            rejected = out.attrs.pop("rejected")  # the same rows for every spec
             late = out.attrs.pop("late")
             out.insert(len(keys), "window", label)
             parts.append(out)
             late_parts.append(late.assign(window=label))
         result = pd.concat(parts, ignore_index=True)
         result.attrs["late"] = pd.concat(late_parts)
+        result.attrs["rejected"] = rejected
         return result
     # per-event path: per key (the keyed driver), one MultiEngine per sharing group, rows in arrival order
     ev = read_events(events, aggs, columns, execution, series_start)
@@ -238,11 +257,15 @@ def aggregate_many(
     for n, name in enumerate(names):
         data[name] = nullable_column(r[4 + n] for r in records)
     result = pd.DataFrame(data).astype({n: np.int64 for n, a in zip(names, aggs, strict=True) if isinstance(a, Count)})
+    if ev.timestamps:
+        for name in ("window_start", "window_end"):
+            result[name] = chronon_timestamps(result[name].to_numpy(np.int64), columns.time_unit).array
     late_records.sort()
     late = frame.iloc[[r[0] for r in late_records]].copy()
     late["window"] = [r[1] for r in late_records]
     late["windows_missed"] = [r[2] for r in late_records]
     result.attrs["late"] = late
+    result.attrs["rejected"] = ev.rejected
     return result
 
 

@@ -16,9 +16,29 @@ import pandas as pd
 
 from spanning.aggregates import Aggregate
 from spanning.engines.params import EventColumns, Execution
+from spanning.engines.reader import (
+    REASONS,
+    check_timezone,
+    column_kind,
+    is_text,
+    number_values,
+    text_stats,
+    time_chronons,
+    time_kind_of,
+    time_kinds,
+)
 from spanning.kernels.windows import as_chronon, event_ends
 
-__all__ = ["FrameEvents", "as_frame", "chronons", "group_codes", "key_runs", "read_events"]
+__all__ = [
+    "EventTimes",
+    "FrameEvents",
+    "as_frame",
+    "event_times",
+    "event_values",
+    "group_codes",
+    "key_runs",
+    "read_events",
+]
 
 
 class FrameEvents(NamedTuple):
@@ -31,6 +51,75 @@ class FrameEvents(NamedTuple):
     starts: np.ndarray  # event bounds [starts, ends), chronons
     ends: np.ndarray  # point events made [l, l + 1)
     series_start: np.ndarray | None  # per key: the explicit series start, or None (each key's first row)
+    timestamps: bool = False  # the times were timestamps or date-time text: windows are given as UTC timestamps
+    rejected: pd.DataFrame | None = None  # rows that are no events, as given, with their ``reason``
+
+
+class EventTimes(NamedTuple):
+    """The start and end chronons of each row, and why a row is no event (None: every row is one)."""
+
+    starts: np.ndarray
+    ends: np.ndarray  # point events: the start (made [l, l + 1) later)
+    timestamps: bool
+    reasons: np.ndarray | None
+
+    def rows(self, keep: np.ndarray) -> EventTimes:
+        return EventTimes(self.starts[keep], self.ends[keep], self.timestamps, None)
+
+
+def event_times(frame: pd.DataFrame, columns: EventColumns) -> EventTimes:
+    """Times under the reader contract (``spanning.engines.reader``), as ``spanning run`` reads them.
+
+    Integer columns are chronons as they are. Timestamps, date-time text (in ``columns.timezone`` unless it
+    carries a zone) and epoch numbers (integers, floats, text) become chronons of ``columns.time_unit``. A
+    row without a start or an end, with a fraction of a chronon, or ending before it starts gets the
+    command's reason.
+    """
+    start = frame[columns.start]
+    end = None if columns.point_events else frame[columns.end]
+    if _plain_integers(start) and (end is None or _plain_integers(end)):  # chronons: the fast path
+        starts = start.to_numpy(dtype=np.int64)
+        ends = starts.copy() if end is None else end.to_numpy(dtype=np.int64)
+        order = ends < starts
+        reasons = np.where(order, REASONS["order"], None) if order.any() else None
+        return EventTimes(starts, ends, False, reasons)
+    check_timezone(columns.timezone)
+    kind = time_kinds(time_kind_of(start), None if end is None else time_kind_of(end))
+    first = time_chronons(start, kind, columns.time_unit, columns.timezone)
+    last = first if end is None else time_chronons(end, kind, columns.time_unit, columns.timezone)
+    reasons = np.full(len(frame), None, dtype=object)
+    for failed, text in (
+        (~first.present, REASONS["start"]),
+        (~last.present, REASONS["end"]),
+        (first.fractional | last.fractional, REASONS["fraction"]),
+        (last.values < first.values, REASONS["order"]),
+    ):
+        reasons[(reasons == None) & failed] = text  # noqa: E711 - elementwise
+    any_bad = (reasons != None).any()  # noqa: E711
+    return EventTimes(first.values, last.values, kind == "date_time", reasons if any_bad else None)
+
+
+def event_values(frame: pd.DataFrame, aggs: Sequence[Aggregate]) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The columns the aggregates add up as numbers: text ones parsed under the reader contract (integers if
+    every number is one, else floats; ``NaN`` is null). A value that is no number, an integer beyond 64 bits
+    or an infinite one gets the command's reason. Typed columns are left as they are (no copy)."""
+    text_columns = [c for c in dict.fromkeys(c for a in aggs for c in a.numeric_columns) if is_text(frame[c])]
+    if not text_columns:
+        return frame, None
+    frame = frame.copy()
+    reasons = np.full(len(frame), None, dtype=object)
+    for name in text_columns:
+        numbers = number_values(frame[name], column_kind("value", text_stats(frame[name])))
+        for failed, text in ((numbers.garbage, REASONS["value"]), (numbers.out_of_range, REASONS["range"]),
+                             (numbers.infinite, REASONS["infinite"])):  # fmt: skip
+            reasons[(reasons == None) & failed] = text.format(column=name)  # noqa: E711 - elementwise
+        nullable = pd.arrays.IntegerArray if numbers.values.dtype.kind == "i" else pd.arrays.FloatingArray
+        frame[name] = nullable(numbers.values, ~numbers.present)
+    return frame, reasons if (reasons != None).any() else None  # noqa: E711
+
+
+def _plain_integers(series: pd.Series) -> bool:
+    return series.dtype.kind in "iu" and not (series.dtype.kind == "u" and series.dtype.itemsize == 8)
 
 
 def read_events(
@@ -48,16 +137,22 @@ def read_events(
     missing = [c for c in dict.fromkeys(needed) if c not in frame.columns]
     if missing:
         raise ValueError(f"unknown column {missing[0]!r}: the columns are {', '.join(map(str, frame.columns))}")
+    rejected = frame.iloc[:0].assign(reason=pd.Series(dtype=object))  # none, unless the rows say otherwise
+    parsed, reasons = event_values(frame, aggs)
+    times = None if columns.count_based else event_times(frame, columns)
+    if times is not None and times.reasons is not None:  # the command's order: times first, then values
+        reasons = times.reasons if reasons is None else np.where(times.reasons != None, times.reasons, reasons)  # noqa: E711
+    if reasons is not None:  # rows that cannot be events: set aside with their reason, as the command does
+        bad = reasons != None  # noqa: E711 - elementwise
+        rejected = frame[bad].assign(reason=reasons[bad])
+        parsed, times = parsed[~bad], None if times is None else times.rows(~bad)
+    frame = parsed
     groups, group_rows = group_codes(frame, keys)
-    if columns.count_based:  # time = arrival number within the key
+    if times is None:  # count-based: time = arrival number within the key
         starts = pd.Series(np.zeros(len(frame), dtype=np.int64)).groupby(groups).cumcount().to_numpy(np.int64)
+        ends, timestamps = starts.copy(), False
     else:
-        starts = chronons(frame[columns.start], "start")
-    ends = starts.copy() if columns.point_events else chronons(frame[columns.end], "end")
-    bad = np.flatnonzero(ends < starts)
-    if len(bad):
-        i = bad[0]
-        raise ValueError(f"row {i}: event end {ends[i]} is before its start {starts[i]} ({len(bad)} such rows)")
+        starts, ends, timestamps = times.starts, times.ends, times.timestamps
     ends = event_ends(starts, ends)  # point events [l, l + 1)
     if series_start == "earliest":  # per key, the earliest start in the data: no window is cut off
         per_key = np.full(len(group_rows), np.iinfo(np.int64).max, dtype=np.int64)
@@ -66,7 +161,7 @@ def read_events(
         per_key = None
     else:
         per_key = np.full(len(group_rows), as_chronon(series_start, "series start"), dtype=np.int64)
-    return FrameEvents(frame, keys, groups, group_rows, starts, ends, per_key)
+    return FrameEvents(frame, keys, groups, group_rows, starts, ends, per_key, timestamps, rejected)
 
 
 def as_frame(events: Any) -> pd.DataFrame:
@@ -78,29 +173,6 @@ def as_frame(events: Any) -> pd.DataFrame:
     if callable(to_pandas):
         return to_pandas()
     raise ValueError(f"events must be a pandas DataFrame or a pyarrow Table, got {type(events).__name__}")
-
-
-def chronons(series: pd.Series, what: str) -> np.ndarray:
-    """A time column as int64 chronons, with a clear error for nulls and non-integers."""
-    nulls = series.isna().to_numpy()
-    if nulls.any():
-        raise ValueError(f"{what} column {series.name!r} has a null at row {int(np.argmax(nulls))}")
-    kind = series.dtype.kind
-    if kind in "iu":
-        return series.to_numpy(dtype=np.int64)
-    if kind == "f":
-        values = series.to_numpy(dtype=np.float64)
-        fractional = values != np.floor(values)
-        if fractional.any():
-            i = int(np.argmax(fractional))
-            raise ValueError(f"{what} column {series.name!r} has a non-integer time {values[i]} at row {i}")
-        return values.astype(np.int64)
-    if pd.api.types.is_extension_array_dtype(series.dtype) and series.dtype.kind in "iu":
-        return series.to_numpy(dtype=np.int64)
-    raise ValueError(
-        f"{what} column {series.name!r} must hold integer chronons, not {series.dtype}"
-        " (convert timestamps to integers first, e.g. epoch seconds)"
-    )
 
 
 def group_codes(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:

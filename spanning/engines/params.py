@@ -34,6 +34,8 @@ class EventColumns:
     keys: tuple[str, ...] = ()
     point_events: bool = False  # each row is the point [start, start + 1)
     count_based: bool = False  # a row's time is its arrival number within its key
+    time_unit: str = "s"  # the chronon of timestamps and date-time text: s or ms
+    timezone: str = "UTC"  # the zone of date-time text without one (and of zone-less timestamps)
 
     @classmethod
     def of(
@@ -43,10 +45,12 @@ class EventColumns:
         key: str | Sequence[str] | None = None,
         point_events: bool = False,
         count_based: bool = False,
+        time_unit: str = "s",
+        timezone: str = "UTC",
     ) -> EventColumns:
         """From the facades' keywords: ``key`` is one column, several, or None."""
         keys = (key,) if isinstance(key, str) else tuple(key or ())
-        return cls(start, end, keys, point_events, count_based)
+        return cls(start, end, keys, point_events, count_based, time_unit, timezone)
 
 
 @dataclass(frozen=True)

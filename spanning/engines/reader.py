@@ -1,4 +1,4 @@
-"""The reader contract of ``spanning run``: how both engines turn input files into events.
+"""The reader contract: how both engines of ``spanning run``, and ``spanning.aggregate``, turn rows into events.
 
 The local engine (pandas, ``spanning.app.local_run``) and the Spark engine (``spark_jobs.prepare``) follow
 these rules, so that the same file gives the same windows, late rows and rejected rows on both:
@@ -34,9 +34,12 @@ import numpy as np
 import pandas as pd
 
 from spanning.aggregates import INT64_MAX, INT64_MIN
-from spanning.app.jobspec import CHRONON_MS, UsageError
 
 __all__ = [
+    "CHRONON_MS",
+    "chronon_timestamps",
+    "REASONS",
+    "UsageError",
     "ColumnStats",
     "column_kind",
     "matches",
@@ -64,6 +67,24 @@ PATTERNS = {
 }
 _COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
 INT64 = (INT64_MIN, INT64_MAX)
+CHRONON_MS = {"s": 1000, "ms": 1}  # --time-unit: milliseconds per chronon
+
+# why an input row could not be used (the `reason` column of rejected/)
+REASONS = {
+    "start": "start is null or not a time",
+    "end": "end is null or not a time",
+    "duration": "duration is null or not a number",
+    "fraction": "time is not a whole number of chronons",
+    "order": "end is before start",
+    "value": "non-numeric value in column {column}",
+    "range": "integer out of the 64-bit range in column {column}",
+    "infinite": "infinite value in column {column}",
+    "json": "not a JSON object (malformed line)",
+}
+
+
+class UsageError(ValueError):
+    """A mistake in what the user asked for: reported as one line, without a stack trace."""
 
 
 def matches(name: str, text: str) -> bool:
@@ -306,6 +327,12 @@ def time_chronons(series: pd.Series, kind: str, unit: str, zone: str) -> Times:
     if numbers.values.dtype.kind == "f":
         return _whole_chronons(numbers.values, numbers.present)
     return Times(numbers.values, numbers.present, np.zeros(n, dtype=bool))
+
+
+def chronon_timestamps(values: np.ndarray, unit: str) -> pd.Series:
+    """Chronons of ``unit`` (s or ms) as UTC instants in microseconds, as both engines write window bounds."""
+    micros = values.astype(np.int64) * (1000 * CHRONON_MS[unit])
+    return pd.Series(pd.to_datetime(micros, unit="us", utc=True).astype("datetime64[us, UTC]"))
 
 
 def _whole_chronons(values: np.ndarray, present: np.ndarray) -> Times:
