@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -91,9 +92,24 @@ def describe_failure(err: BaseException) -> tuple[str, int]:
     return f"{type(err).__name__}: {_first_line(err)}" if _first_line(err) else type(err).__name__, 1
 
 
+#: options that take a duration: a value such as ``-5m`` is theirs, not an option (argparse would say
+#: "expected one argument"), so that ``parse_duration`` can say that durations are not negative
+DURATION_OPTIONS = ("--range", "--slide", "--ttp", "--offset", "--window")
+
+
+def _negative_durations_attached(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for token in argv:
+        if out and out[-1] in DURATION_OPTIONS and re.match(r"-\s*\d", token):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(_negative_durations_attached(sys.argv[1:] if argv is None else argv))
     except SystemExit as stop:  # --help, or a bad command line (already reported in one line)
         return 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 2
     verbose = bool(getattr(args, "verbose", False))

@@ -39,6 +39,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from pyspark.sql import types as T
 from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.app.stream_command import StreamOptions
+from spanning.engines.reader import CHRONON_MS, tzinfo
 from spark_jobs.plans import python_only, sketches_or_sets
 from spark_jobs.prepare import END, REASON, SEQ, START, KindCounts, Prepared, prepare, read_input, valid_column
 from spark_jobs.run import to_time
@@ -423,6 +425,10 @@ class BatchWriter:
 
     def describe(self, record: dict) -> str:
         watermark = self.watermark()
+        if watermark is not None and self.job.prepared.time_is_timestamp:  # as a time in --timezone
+            events = self.job.cfg.events
+            seconds = watermark * CHRONON_MS[events.time_unit] / 1000
+            watermark = datetime.fromtimestamp(seconds, tzinfo(events.timezone)).isoformat(sep=" ")
         rate = record["rows_read"] / record["seconds"] if record.get("seconds") else 0.0
         return (f"batch {record['batch']}: {record['rows_read']} rows, {record['windows']} windows released,"
                 f" {record['late']} late, {record['rejected']} rejected, watermark {watermark},"

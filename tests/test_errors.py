@@ -34,7 +34,7 @@ def test_end_before_start():
     with pytest.raises(ValueError, match="event end 3 is before its start 7"):
         eng.insert(7, 3)
     bad = pd.DataFrame({"start": [0, 7], "end": [4, 3]})
-    out = spanning.aggregate(bad, 10, 5, aggregates={"n": "count"})  # the row is set aside with the command's reason, the others kept
+    out = spanning.aggregate(bad, 10, 5, aggregates={"n": "count"})  # the row set aside with its reason
     rejected = out.attrs["rejected"]
     assert rejected.index.tolist() == [1] and rejected["reason"].tolist() == ["end is before start"]
     assert out["n"].sum() == 2  # the event [0, 4) in windows [-5, 5) and [0, 10)

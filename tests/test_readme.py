@@ -54,3 +54,26 @@ def test_readme_python_runs_on_the_sample_and_equals_the_command(tmp_path):
     assert printed.getvalue().split()[:3] == [str(len(windows)), str(len(rejected)), str(len(late))]
     said = re.search(r"print\(len\(windows\), len\(rejected\), len\(late\)\)\s*# (\d+) (\d+) (\d+)", blocks[0])
     assert said and list(said.groups()) == printed.getvalue().split()[:3]  # README's comment says what it prints
+
+
+def test_every_run_option_is_in_the_readme_synopsis():
+    from spanning.cli import build_parser
+
+    parser = build_parser()
+    run = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "run")[1]
+    options = {s for action in run._actions for s in action.option_strings if s.startswith("--") and s != "--help"}
+    readme = (ROOT / "README.md").read_text()
+    synopsis = re.search(r"```bash\nspanning run INPUT\.\.\.(.*?)\nspanning generate-cdr", readme, flags=re.S)
+    assert synopsis, "README's synopsis block starts with 'spanning run INPUT...'"
+    missing = sorted(o for o in options if not re.search(re.escape(o) + r"(?![\w-])", synopsis.group(1)))
+    assert not missing, f"options missing from README's synopsis: {missing}"
+
+
+def test_negative_durations_and_gapped_windows_get_plain_messages(capsys, tmp_path):
+    base = ["run", str(ROOT / "data/sample_cdr.csv"), "--start", "start", "--end", "end", "--engine", "local"]
+    assert main([*base, "--range", "15m", "--slide", "-5m"]) == 2
+    assert "duration '-5m' is negative" in capsys.readouterr().err
+    assert main([*base, "--range", "5m", "--slide", "15m", "--output", str(tmp_path / "o")]) == 0
+    captured = capsys.readouterr()
+    assert "the slide (900 s) is longer than the range (300 s): the windows leave gaps of 600 s" in captured.err
+    assert "late: with --ttp 0" in captured.out  # the late events get their reason

@@ -102,6 +102,13 @@ BUILTIN_AGGREGATES: dict[str, Callable[..., Aggregate]] = {
 _ARITY = {"count": (0, 1), "argmin": (1, 2), "argmax": (1, 2)}
 
 
+def aggregate_forms() -> list[str]:
+    """Every aggregate as written on the command line: ``count``, ``sum:column``, ..., ``kll_sketch:column[:K]``."""
+    forms = {0: "{}", 1: "{}:column", 2: "{}:column[:result]"}
+    builtin = [forms[_ARITY.get(kind, (1, 1))[1]].format(kind) for kind in BUILTIN_AGGREGATES]
+    return ["count[:column]" if form == "count:column" else form for form in builtin] + list(FORMS.values())
+
+
 def parse_aggregate(spec: str | Aggregate) -> Aggregate:
     """Build an aggregate from ``"kind"`` / ``"kind:column"`` / ``"argmax:column:result"``."""
     if isinstance(spec, Aggregate):

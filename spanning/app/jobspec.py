@@ -55,6 +55,8 @@ def parse_duration(text: str | int, time_unit: str = "s") -> int:
     if isinstance(text, int):
         return text
     match = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|h|d)?\s*", str(text))
+    if not match and re.fullmatch(r"\s*-\s*\d+\s*(ms|s|m|h|d)?\s*", str(text)):
+        raise UsageError(f"duration {text!r} is negative: a range, slide, ttp or offset is a length of time, 0 or more")
     if not match:
         raise UsageError(f"bad duration {text!r}: write a number of chronons or e.g. 90s, 15m, 2h, 1d")
     number, unit = int(match.group(1)), match.group(2)

@@ -255,8 +255,13 @@ def finish_output(
 
 
 def human_summary(summary: dict) -> str:
-    return (
+    lines = [
         f"read {summary['rows_read']:,} rows: {summary['accepted']:,} accepted, {summary['rejected']:,} rejected,"
-        f" {summary['late']:,} late; wrote {summary['windows_written']:,} windows in {summary['wall_time_s']:.1f} s\n"
-        f"results: {summary['output']}/windows  (rejected/, late/, summary.json beside it)"
-    )
+        f" {summary['late']:,} late; wrote {summary['windows_written']:,} windows in {summary['wall_time_s']:.1f} s",
+        f"results: {summary['output']}/windows  (rejected/, late/, summary.json beside it)",
+    ]
+    if summary["late"] and summary.get("parameters", {}).get("ttp") == 0:
+        lines.append("late: with --ttp 0 a window is released when the first event ending after it arrives (events"
+                     " arrive at their end), so a call still going at a window's end misses that window; a --ttp as"
+                     " long as the longest call counts them")  # fmt: skip
+    return "\n".join(lines)

@@ -10,9 +10,11 @@ to a ``RunConfig``.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from spanning.aggregates import parse_aggregate
+from spanning.aggregates.parser import aggregate_forms
 from spanning.app.jobspec import (
     PLANS,
     EventFields,
@@ -25,6 +27,7 @@ from spanning.app.jobspec import (
     parse_duration,
 )
 from spanning.engines.params import Execution
+from spanning.techniques.registry import TECHNIQUES
 
 SPARK_NEEDED = "the Spark engine needs pyspark ({}): pip install 'spanning[spark]'"
 
@@ -49,7 +52,9 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sharing", default="all", choices=["all", "none", "weaveshare"],
                    help="with several --window on the per-event path: share one slice sequence (all), none, "
                    "or the groups of the WeaveShare optimizer (Shein and Chrysanthis)")  # fmt: skip
-    p.add_argument("--technique", default="se-slicing", help="se-slicing (default, vectorised) or se-ml-slicing")
+    p.add_argument("--technique", default="se-slicing", choices=list(TECHNIQUES),
+                   help="se-slicing (default, vectorised), se-ml-slicing, or a baseline: tuple-buckets, "
+                   "aggregate-buckets, sweeping (per-event paths)")  # fmt: skip
     p.add_argument("--height", default="1", help="multi-level height d of se-ml-slicing, or auto (Table 4 cost model)")
     p.add_argument("--point-events", action="store_true", help="each record is a point event at --start")
     p.add_argument(
@@ -59,7 +64,7 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         "(recalc, soe, two-stacks, two-stacks-lite, daba, daba-lite, flatfat, flatfit, slickdeque, sba, pba)",
     )
     p.add_argument("--output", default="spanning-output", help="output folder (default spanning-output)")
-    p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format")
+    p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format (default parquet)")
     p.add_argument("--engine", default="spark", choices=["spark", "local"], help="spark (default) or local (pandas)")
     p.add_argument("--plan", default="auto", choices=PLANS,
                    help="Spark: how the windows are computed: auto (default: by the aggregates and the windows "
@@ -97,8 +102,7 @@ def add_query_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="AGG",
-        help="count, count:col, sum:col, mean, min, max, stddev, stddev_pop, argmin:col[:res], "
-        "argmax:col[:res], mincount, maxcount (repeatable; default count)",
+        help=f"{', '.join(aggregate_forms())} (repeatable; default count)",
     )
     p.add_argument("--master", help="Spark master URL (default: what spark-submit sets, else local[*])")
     p.add_argument("--partitions", type=int, help="Spark partitions for the per-key stage (default: 2 per core)")
@@ -160,6 +164,11 @@ def query_from_args(args: argparse.Namespace) -> tuple[EventFields, WindowQuery]
         series_start=args.series_start,
         empty_windows=getattr(args, "empty_windows", "skip"),
     )
+    for range_, slide in windows or [(query.range, query.slide)]:
+        if slide > range_:  # allowed (hopping windows with gaps), but rarely meant
+            print(f"spanning: warning: the slide ({slide} {unit}) is longer than the range ({range_} {unit}): the"
+                  f" windows leave gaps of {slide - range_} {unit}, and an event wholly inside a gap is in no window",
+                  file=sys.stderr)  # fmt: skip
     events = EventFields(
         start=args.start,
         end=args.end,

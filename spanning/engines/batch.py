@@ -90,10 +90,12 @@ def aggregate(
     numbers become chronons of ``time_unit`` (``"s"`` or ``"ms"``), and the window bounds come back as UTC
     timestamps when the times were timestamps or text. A row without a start or end, with a fraction of a
     chronon, ending before it starts, or whose summed column holds text that is no number is rejected with
-    the command's reason; text columns of numbers are parsed (integers if all are, else floats). With ``technique="se-slicing"`` (default) and built-in
-    aggregates the vectorised batch path runs; other techniques and user-defined aggregates run the
-    per-event ``Engine`` and give the same results. ``height="auto"`` picks the se-ml-slicing height
-    from the event sizes in ``events`` (``spanning.planning.height``).
+    the command's reason; text columns of numbers are parsed (integers if all are, else floats).
+
+    With ``technique="se-slicing"`` (default) and built-in aggregates the vectorised batch path runs;
+    other techniques and user-defined aggregates run the per-event ``Engine`` and give the same results.
+    ``height="auto"`` picks the se-ml-slicing height from the event sizes in ``events``
+    (``spanning.planning.height``).
 
     Each key's window series starts with the first window ending after the start of its first row,
     or after ``series_start``: a time, or ``"earliest"`` for the key's earliest start in the data
