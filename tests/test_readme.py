@@ -77,3 +77,12 @@ def test_negative_durations_and_gapped_windows_get_plain_messages(capsys, tmp_pa
     captured = capsys.readouterr()
     assert "the slide (900 s) is longer than the range (300 s): the windows leave gaps of 600 s" in captured.err
     assert "late: with --ttp 0" in captured.out  # the late events get their reason
+
+
+def test_gitignore_covers_what_the_commands_write():
+    import subprocess
+
+    written = ["spanning-output/windows/part-0.parquet", "bench-results/summary.md", "data/cdr.csv",
+               "output/main-job/summary.json", "out/stream/windows/batch=0/x.parquet"]  # fmt: skip
+    result = subprocess.run(["git", "check-ignore", *written], cwd=ROOT, capture_output=True, text=True)
+    assert sorted(result.stdout.split()) == sorted(written)
