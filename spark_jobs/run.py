@@ -19,6 +19,7 @@ from spanning.app.files import Inputs, check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.app.local_run import write_arrow_part
 from spanning.app.outputs import finish_output, output_folder
+from spanning.app.progress import Progress
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import window_labels
 from spark_jobs.plans import (
@@ -173,8 +174,17 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     check_plain_columns(cfg, inputs)
     size = local_input_bytes(inputs)
     short = size is not None and size < QUICK_JIT_INPUT
-    spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, short_job=short)
-    job = compute(spark, cfg, inputs)  # user mistakes show here, before any output
+    with Progress(quiet_off_terminal=True) as progress:  # on a terminal: what the seconds before the result go to
+        progress(f"starting Spark ({cfg.spark.master or 'local[*]'}): the JVM and the session take 5-15 s")
+        spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, short_job=short)
+        progress("reading the input and planning the windows")
+        job = compute(spark, cfg, inputs)  # user mistakes show here, before any output
+        progress("computing and writing the windows, the rejected and the late rows")
+        return _write_outputs(spark, cfg, job, began)
+
+
+def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float) -> dict:
+    """The job's three outputs and summary.json, each output counted as it is written."""
     with output_folder(cfg) as output:
         written = {}
         for name in ("windows", "rejected", "late"):

@@ -49,6 +49,7 @@ from pyspark.sql import types as T
 
 from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
+from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions
 from spanning.engines.reader import CHRONON_MS, tzinfo
 from spark_jobs.plans import python_only, sketches_or_sets
@@ -512,6 +513,13 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         there = None  # no file there yet, or one of another kind: files_there says which, once Spark is up
     if there is not None:
         check_plain_columns(cfg, there)  # a mistyped column fails before Spark starts
+    waits = Progress(quiet_off_terminal=True)  # on a terminal: the seconds before the first batch's line
+
+    def said(line: str) -> None:  # a batch's line takes the place of the wait's
+        waits.done()
+        progress(line)
+
+    waits(f"starting Spark ({cfg.spark.master or 'local[*]'}): the JVM and the session take 5-15 s")
     spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
     partitions = spark.conf.get("spark.sql.shuffle.partitions")  # the session's, given back at the end
     if cfg.spark.partitions is None and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
@@ -522,7 +530,7 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
     output = stream_output(cfg, options)
     for orphan in output.glob("*/_tmp-batch=*"):  # a batch killed while writing: run again from the checkpoint
         shutil.rmtree(orphan, ignore_errors=True)
-    writer = BatchWriter(job, output, progress)
+    writer = BatchWriter(job, output, said)
     idle = IdleFlush(job, writer)
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
@@ -535,6 +543,7 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
                 .trigger(**options.spark_trigger).start())  # fmt: skip
 
     stopped = False
+    waits("planning the stream and reading its first micro-batch (about 15 s)")
     query = start()
     try:
         _wait(query, writer)
@@ -548,6 +557,7 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         query.stop()
         stopped = True
     finally:
+        waits.done()
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
     return writer.write_summary({"stopped": stopped})
 

@@ -20,6 +20,7 @@ from spanning.app.jobspec import (
     WindowQuery,
     parse_duration,
 )
+from spanning.app.progress import Progress
 from spanning.app.run_command import spark_engine
 
 
@@ -49,10 +50,14 @@ def _generate(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.output} exists: give --overwrite to replace the file" if Path(args.output).is_file()
                          else f"{args.output} exists and is not a file")  # fmt: skip
     mix = CallMix(data_share=args.data_share, sms_share=args.sms_share, bad_share=args.bad_share)
+    progress = Progress(quiet_off_terminal=True)  # about 15 s for 1M rows, most of it writing the text
+    progress(f"generating {args.rows:,} CDRs")
     frame = generate_cdr(args.rows, seed=args.seed, cells=args.cells, subscribers=args.subscribers, start=args.start,
                          days=args.days, mix=mix)  # fmt: skip
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    progress(f"writing {args.output}")
     frame.to_csv(args.output, index=False)
+    progress.done()
     print(f"wrote {len(frame):,} CDRs to {args.output}")
     return 0
 
@@ -175,23 +180,14 @@ def _bench(args: argparse.Namespace) -> int:
     from spanning.app.bench.report import write
 
     began = time.perf_counter()
-    on_terminal = sys.stderr.isatty()
-
-    def progress(message: str) -> None:  # one line rewritten on a terminal, plain lines in a log or a pipe
-        line = f"[{time.perf_counter() - began:6.1f}s] {message}"
-        if on_terminal:
-            print(f"\r{line[:100]:<100}", end="", file=sys.stderr, flush=True)
-        else:
-            print(line, file=sys.stderr, flush=True)
-
+    progress = Progress()  # one line rewritten on a terminal, plain lines in a log or a pipe
     setting = Setting(quick=args.quick, repeat=repeat, progress=progress)
     records, agreement = [], {}
     for name in names:
         rec, agreed = PRESETS[name](setting)
         records += rec
         agreement[name] = agreed
-    if on_terminal:
-        print(file=sys.stderr)
+    progress.done()
     meta = {"mode": "quick" if args.quick else "full", "repeat": repeat, "presets": names,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
             "seconds": round(time.perf_counter() - began, 1)}  # fmt: skip
