@@ -48,6 +48,26 @@ def submit_args(driver_options: list[str]) -> str:
     return f"--driver-java-options {shlex.quote(' '.join(driver_options))} pyspark-shell"
 
 
+def jvm_temp_folder() -> str:
+    """A folder for the temporary files of the driver's JVM, removed when this process exits.
+
+    The JVM unpacks native libraries there (lz4, 150 KB a run; RocksDB for the stream, 14 MB), and Spark keeps
+    its block manager's files there: in the system temp folder they would stay after every run.
+    """
+    folder = tempfile.mkdtemp(prefix="spanning-jvm-")
+    atexit.register(_remove_after_spark, folder)
+    return folder
+
+
+def _remove_after_spark(folder: str) -> None:
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:  # its JVM still holds files there: stop it first
+        active.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def get_session(
     master: str | None = None,
     timezone: str = "UTC",
@@ -79,8 +99,11 @@ def get_session(
         active.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         return active
     options = []  # the driver's JVM is ours to start (not spark-submit's, nor PYSPARK_SUBMIT_ARGS'): quiet, quick
+    temp = None
     if "PYSPARK_GATEWAY_PORT" not in os.environ and "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        temp = jvm_temp_folder()
         options = ([] if verbose else [quiet_log_option()]) + class_archive.driver_options(java_version)
+        options.append(f"-Djava.io.tmpdir={temp}")
         if short_job and class_archive.is_hotspot(java_version):
             options.append("-XX:TieredStopAtLevel=1")
     if options:  # for this launch only: a later session of this process chooses its own
@@ -101,6 +124,8 @@ def get_session(
         ("spark.ui.showConsoleProgress", "false"),
         ("spark.ui.enabled", "false"),
     ])  # fmt: skip
+    if temp is not None and "SPARK_LOCAL_DIRS" not in os.environ:
+        conf.set("spark.local.dir", temp)  # the block manager's files too
     if master and workers_import_the_engine(master, os.environ["PYSPARK_PYTHON"]):
         conf.set("spark.python.daemon.module", "spark_jobs.worker_daemon")  # pyspark compiled, not from its zip
     try:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,7 @@ def spark():
 
 
 @pytest.fixture(scope="session")
-def bare_python(tmp_path_factory) -> Path:
+def bare_python(tmp_path_factory) -> Iterator[Path]:
     """The ``python`` of a new venv holding only numpy, pandas (<3), pyarrow and protobuf: not the project, not
     sortedcontainers, not pyspark (Spark puts its own pyspark.zip on its workers' path).
 
@@ -66,4 +68,5 @@ def bare_python(tmp_path_factory) -> Path:
                            check=True, timeout=120)  # fmt: skip
     assert json.loads(found.stdout) == sorted(BARE_PACKAGES.values()), found.stdout  # no project, no sortedcontainers
     print(f"bare venv with {', '.join(pins)}: {time.perf_counter() - began:.1f} s", file=sys.stderr)
-    return python
+    yield python
+    shutil.rmtree(venv, ignore_errors=True)  # about 330 MB: not kept between runs
