@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,23 @@ import pytest
 BARE_PACKAGES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "protobuf": "google.protobuf"}
 # what must not leak into the bare Python, whatever the machine's configuration
 _OWN_ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temp_folder_of_the_run(tmp_path_factory) -> Iterator[Path]:
+    """The system temp folder of this run and of every process it starts (TMPDIR), removed at its end: what a
+    process killed on purpose (the kill -9 tests) leaves there, its JVM's native libraries included, goes too."""
+    folder = tmp_path_factory.mktemp("system-tmp")
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None  # read TMPDIR again
+    yield folder
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    tempfile.tempdir = None
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
