@@ -125,7 +125,16 @@ def test_tune_height_command(capsys):
     assert main(["tune-height", "--range", "15m", "--slide", "5m", "data/sample_cdr.csv", "--start", "start",
                  "--end", "end", "--max-height", "4", "--measure", "--sample", "2000"]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "measured events/s" in out and "best measured:" in out
+    assert "measured events/s" in out
+    rows = {int(line.split()[0]): (float(line.split()[3].replace(",", "")), "<- recommended" in line)
+            for line in out.splitlines() if line.strip() and line.split()[0].isdigit()}  # fmt: skip
+    said = int(out.split("recommended height: ")[1].split()[0])
+    assert [d for d, (_, marked) in rows.items() if marked] == [said]  # the table marks what the line says
+    fastest = max(rows, key=lambda d: rows[d][0])
+    if "(measured fastest" in out:  # it recommends what it measured, and says why the model differs
+        assert said == fastest and "why they differ:" in out
+    else:  # the model's pick, measured within the margin of the fastest
+        assert rows[said][0] * 1.10 >= rows[fastest][0]
     assert main(["tune-height", "--range", "15m", "--slide", "5m"]) == 2
     assert "give INPUT files" in capsys.readouterr().err
 
