@@ -28,6 +28,7 @@ def write(records: list[dict], agreement: dict, output: Path, meta: dict) -> pd.
         lines += [f"## {preset}", "", f"![{preset}]({preset}.png)", ""]
         cols = [c for c in CASE.get(preset, []) + COLUMNS if c in group and group[c].notna().any()]
         lines += [_markdown(group[cols]), ""]
+        lines += [f"Why: {why}" for why in surprises(preset, group)] + [""] * bool(surprises(preset, group))
         if preset == "best-map":
             lines += ["Fastest technique per cell:", "", _markdown(best_map_table(group)), ""]
         plot(preset, group, output / f"{preset}.png")
@@ -35,8 +36,29 @@ def write(records: list[dict], agreement: dict, output: Path, meta: dict) -> pd.
     return frame
 
 
+def surprises(preset: str, group: pd.DataFrame) -> list[str]:
+    """One sentence for each result a reader would not expect, saying why it comes out that way."""
+    speed = group.groupby("technique")["events_per_s"].median()
+    said = []
+    if preset == "cdr" and "se-slicing" in speed and speed["se-slicing"] < speed.drop("se-slicing").max():
+        said.append("SE-Slicing trails a baseline here: with ω/β = 5 a one-minute call meets about 5 windows, so a"
+                    " bucket per window costs a few appends per call, less than SE-Slicing's per-call slice work in"
+                    " Python; SE-Slicing's cost does not grow with the windows per event, and it leads where they"
+                    " are many (the range and event-size presets, and docs/BENCHMARKS.md).")  # fmt: skip
+    if preset == "peers" and {"Spark job", "Spark SQL explode+group-by"} <= set(speed.index):
+        if speed["Spark job"] < speed["Spark SQL explode+group-by"]:
+            said.append("the Spark job trails the hand-written SQL at this size: on so few rows both are mostly"
+                        " Spark's fixed costs, and the job also writes its rejected and late rows and checks exact"
+                        " sums; docs/BENCHMARKS.md has the sizes and shapes where it leads.")  # fmt: skip
+    return said
+
+
 def _markdown(frame: pd.DataFrame) -> str:
     def fmt(v):
+        if v is None or (isinstance(v, float) and v != v):  # nothing measured there (NaN)
+            return "–"
+        if isinstance(v, float) and v.is_integer() and abs(v) < 1e6:
+            return f"{v:,.0f}"
         if isinstance(v, float):
             return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
         return str(v)
@@ -48,46 +70,62 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 def best_map_table(group: pd.DataFrame) -> pd.DataFrame:
     best = group.loc[group.groupby(["mu", "slide"])["events_per_s"].idxmax()]
-    label = best["technique"] + best["height"].map(lambda h: f" d={h}" if h and h > 1 else "")
+    label = best["technique"] + best["height"].map(lambda h: f" d={_number(h)}" if pd.notna(h) and h > 1 else "")
     table = best.assign(best=label).pivot(index="mu", columns="slide", values="best")
-    table.columns = [f"β={c}" for c in table.columns]
+    table.columns = [f"β={_number(c)}" for c in table.columns]
     return table.reset_index()
 
 
+def _number(value) -> str:
+    """60 for 60.0 (columns with gaps are floats), else as it is."""
+    return f"{int(value)}" if isinstance(value, float) and value.is_integer() else f"{value}"
+
+
+MARKERS = "osD^vP*Xh<>p"
+
+
 def plot(preset: str, group: pd.DataFrame, path: Path) -> None:
+    """Lines over the swept parameter (one colour and marker per technique, one line style per case), or bars
+    where a run measured a single point per line; the legend beside the data, never over it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
     variant = group.get("variant", pd.Series("", index=group.index)).fillna("")
     group = group.assign(label=group["technique"] + variant.map(lambda v: f" ({v})" if v else ""))
-    if preset in ("event-size", "range", "best-map", "swag", "cdr"):
-        x = {"event-size": "mu", "range": "range", "best-map": "mu", "swag": "window", "cdr": "range"}[preset]
+    x = {"event-size": "mu", "range": "range", "best-map": "mu", "swag": "window", "cdr": "range"}.get(preset)
+    lines = x is not None and group[x].nunique() > 1
+    fig, ax = plt.subplots(figsize=(10, 5) if lines else (8, 0.6 + 0.32 * len(group)))
+    if lines:
         split = {"event-size": "range", "range": "fraction", "best-map": "slide", "swag": "op", "cdr": "rows"}[preset]
         styles = {part: ("-", "--", ":", "-.")[i % 4] for i, part in enumerate(group[split].unique())}
-        colors = {name: f"C{i % 10}" for i, name in enumerate(group["label"].unique())}
+        names = list(group["label"].unique())
+        palette = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
+        looks = {name: (palette(i % palette.N), MARKERS[i % len(MARKERS)]) for i, name in enumerate(names)}
         for (part, name), g in group.groupby([split, "label"], sort=False):
-            style = styles[part]  # one line style per case, one colour per technique
-            part = int(part) if isinstance(part, float) and part.is_integer() else part
-            ax.plot(g[x], g["events_per_s"], marker="o", linestyle=style, color=colors[name],
-                    label=f"{name}, {split} {part}")  # fmt: skip
+            color, marker = looks[name]  # one colour and marker per technique, one line style per case
+            ax.plot(g[x], g["events_per_s"], marker=marker, linestyle=styles[part], color=color,
+                    label=f"{name}, {split} {_number(part)}")  # fmt: skip
         ax.set_xscale("log")
+        ax.set_yscale("log")
         _label_measured(ax.xaxis, sorted(group[x].dropna().unique()))
         ax.set_xlabel(x)
-    else:
-        names = group["label"] + group.get("slide", pd.Series("", index=group.index)).map(
-            lambda s: f" β={s}" if pd.notna(s) and s != "" else ""
+        ax.set_ylabel("events/s")
+        ax.legend(fontsize=7, ncol=1 + len(names) // 12, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0)  # fmt: skip
+    else:  # one measurement per technique and case: bars, labelled with the case
+        cases = [c for c in CASE.get(preset, []) if c in group and group[c].notna().any()]
+        names = group["label"] + group.apply(
+            lambda r: "".join(f", {c} {_number(r[c])}" for c in cases if pd.notna(r[c])), axis=1
         )
-        ax.barh(names, group["events_per_s"])
+        ax.barh(names, group["events_per_s"], color=[f"C{i % 10}" for i in range(len(group))])
         ax.set_xscale("log")
-    ax.set_yscale("log") if preset != "peers" else None
+        ax.set_xlabel("events/s")
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=7)
     ax.set_title(f"spanning bench: {preset} (events/s)")
-    if preset != "peers":
-        ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
