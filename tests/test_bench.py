@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 
@@ -33,6 +34,48 @@ def test_bench_quick(spark, tmp_path, capsys):
     measured = results.dropna(subset=["peak_rss_mb_max"])
     peak, growth = measured["peak_rss_mb_max"], measured["rss_growth_mb_max"]
     assert len(measured) > 10 and (peak > 50).all() and (peak >= growth).all()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "nan" not in summary.lower().replace("nanoseconds", "")  # nothing measured shows as –
+    assert not re.search(r"(β|d)=\d+\.0\b", summary)  # integer parameters written as integers
+    cdr = results[results["preset"] == "cdr"].groupby("technique")["events_per_s"].median()
+    if cdr["se-slicing"] < cdr.drop("se-slicing").max():  # a surprising result gets its sentence
+        assert "Why: SE-Slicing trails a baseline here" in summary
+
+
+def test_plot_draws_bars_for_single_points_and_keeps_the_legend_off_the_data(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from spanning.app.bench import report
+
+    drawn = []
+    original = plt.subplots
+
+    def recording(*args, **kwargs):
+        fig, ax = original(*args, **kwargs)
+        drawn.append(ax)
+        return fig, ax
+
+    one_point = pd.DataFrame({"technique": ["a", "b"], "variant": ["", ""], "rows": [10, 10], "range": [900, 900],
+                              "slide": [180.0, 180.0], "events_per_s": [5.0, 7.0]})  # fmt: skip
+    sweep = pd.DataFrame({"technique": [f"t{i}" for i in range(12)] * 2, "variant": "", "op": "sum",
+                          "window": [16] * 12 + [256] * 12, "events_per_s": range(1, 25)})  # fmt: skip
+    plt.subplots = recording
+    try:
+        report.plot("cdr", one_point, tmp_path / "cdr.png")
+        report.plot("swag", sweep, tmp_path / "swag.png")
+    finally:
+        plt.subplots = original
+    bars, lines = drawn
+    assert len(bars.patches) == 2 and not bars.lines  # one bar per technique, no one-point lines
+    assert [t.get_text() for t in bars.get_yticklabels()] == ["a, rows 10, range 900, slide 180",
+                                                              "b, rows 10, range 900, slide 180"]  # fmt: skip
+    looks = {(line.get_color(), line.get_marker()) for line in lines.lines}
+    assert len(looks) == 12  # twelve techniques, twelve looks
+    legend = lines.get_legend()
+    assert legend.get_bbox_to_anchor().x0 >= lines.get_window_extent().x1  # beside the axes, not over the data
 
 
 def test_bench_rejects_unknown_presets(capsys):
