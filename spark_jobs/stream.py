@@ -47,6 +47,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spanning.app.csv_records import MALFORMED
 from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.app.progress import Progress
@@ -144,6 +145,29 @@ def files_there(spark: SparkSession, cfg: RunConfig, fmt: str | None = None) -> 
     return read_input(spark, inputs), inputs.format
 
 
+#: the rows of Spark's ``binaryFile`` source, which a stream must be given
+BINARY_FILE = T.StructType([
+    T.StructField("path", T.StringType()), T.StructField("modificationTime", T.TimestampType()),
+    T.StructField("length", T.LongType()), T.StructField("content", T.BinaryType()),
+])  # fmt: skip
+
+
+def csv_file_records(files: DataFrame, schema: T.StructType, delimiter: str) -> DataFrame:
+    """The records of a stream's CSV files (a ``binaryFile`` stream: path and content), read as ``spanning run``
+    reads them (``spanning.app.csv_records``): text columns plus ``MALFORMED``, a file at a time."""
+    names = [f.name for f in schema.fields if f.name != MALFORMED]
+    out = T.StructType([T.StructField(n, T.StringType()) for n in [*names, MALFORMED]])
+
+    def records(batches):  # runs on the executors: pyarrow only
+        from spanning.app.csv_records import csv_batches
+
+        for batch in batches:
+            for path, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                yield from csv_batches(path, delimiter, names, content)
+
+    return files.select("path", "content").mapInArrow(records, out)
+
+
 def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) -> StreamQuery:
     """The streaming DataFrame of ``spanning stream``, for pipelines of one's own (Python API).
 
@@ -170,13 +194,12 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     kinds_file = state / KINDS_FILE
     kinds = KindCounts(lambda: there if there is not None else files_there(spark, cfg, fmt)[0],
                        json.loads(kinds_file.read_text()) if kinds_file.exists() else None)  # fmt: skip
-    reader = spark.readStream.schema(schema)
+    reader = spark.readStream if fmt == "csv" else spark.readStream.schema(schema)
     if options.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
-    if fmt == "csv":
-        reader = reader.options(header=True, multiLine=True, escape='"', sep=cfg.inputs.delimiter,
-                                mode="PERMISSIVE", encoding="UTF-8")  # fmt: skip
-        stream = reader.csv(str(folder))
+    if fmt == "csv":  # each new file parsed by the batch job's reader: the same rows, reasons and lines
+        files = reader.format("binaryFile").schema(BINARY_FILE).load(str(folder))
+        stream = csv_file_records(files, schema, cfg.inputs.delimiter)
     elif fmt == "parquet":
         stream = reader.parquet(str(folder))
     else:

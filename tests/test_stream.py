@@ -529,3 +529,39 @@ def test_distinct_counts_and_quantiles_stream_as_the_batch_job_gives_them(spark,
     assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out2"), "--checkpoint",
                       str(tmp_path / "chk2"), *query, "--processor", "jvm") == 2  # fmt: skip
     assert "--processor jvm cannot run this query: count_distinct:caller" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("processor", PROCESSORS)
+def test_malformed_csv_records_are_rejected_as_the_batch_job_rejects_them(spark, tmp_path, processor):
+    # too many fields, too few, a quote never closed (the rest of its file one record): rejected rows naming
+    # the line, the rows around them kept, the counts and windows of `spanning run` on the same files
+    header = "call_id,cell,start,end,bytes,duration\n"
+    files = [
+        header + "1,a,2024-01-01 00:00:00,2024-01-01 00:05:00,10,300\n",
+        header + "2,a,2024-01-01 00:06:00,2024-01-01 00:07:00,20,60,extra\n"  # line 2: 7 fields
+                 "3,a,2024-01-01 00:08:00\n"  # line 3: 3 fields
+                 "4,b,2024-01-01 00:08:00,2024-01-01 00:09:00,5,60\n"
+                 '5,b,"2024-01-01 00:09:00,2024-01-01 00:10:00,7,60\n'  # line 5: to the end of the file
+                 "6,b,2024-01-01 00:09:30,2024-01-01 00:10:00,8,30\n",
+        header + "7,b,2024-01-01 00:20:00,2024-01-01 00:21:00,9,60\n",
+    ]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    now = time.time() - 1000
+    for i, text in enumerate(files):
+        (folder / f"cdr-{i}.csv").write_text(text)
+        os.utime(folder / f"cdr-{i}.csv", (now + i, now + i))
+    assert stream_cli(str(folder), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
+                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
+                      "--processor", processor) == 0  # fmt: skip
+    run_batch_job(folder, tmp_path / "batch")
+    streamed, batch = summary_of(tmp_path / "out"), summary_of(tmp_path / "batch")
+    assert (streamed["rows_read"], streamed["rejected"]) == (batch["rows_read"], batch["rejected"]) == (6, 3)
+    reasons = sorted(read_folder(tmp_path / "out" / "rejected")["reason"])
+    assert reasons == sorted(pd.read_parquet(tmp_path / "batch" / "rejected")["reason"]) == [
+        "line 2 has 7 fields, the header 6", "line 3 has 3 fields, the header 6",
+        "line 5 opens a quote that is never closed: 2 lines to the end of the file read as one record"]
+    got = windows_of(tmp_path / "out")
+    expected = pd.read_parquet(tmp_path / "batch" / "windows").sort_values(["cell", "window_start"])
+    assert list(got.columns) == list(expected.columns) and len(got) == 9
+    assert got.astype(object).values.tolist() == expected.reset_index(drop=True).astype(object).values.tolist()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -48,17 +49,17 @@ class UnterminatedQuote(NamedTuple):
                 " the file read as one record")  # fmt: skip
 
 
-def unterminated_quote(path: str, delimiter: str) -> UnterminatedQuote | None:
-    """Where a record of ``path`` opens a quote that the file never closes, if one does.
+def unterminated_quote(path: str, delimiter: str, content: bytes | None = None) -> UnterminatedQuote | None:
+    """Where a record of ``path`` (or of its ``content``, as read) opens a quote that the file never closes.
 
     Quotes come in pairs in a well-formed file (a quoted field's two, doubled quotes inside it), so only a file
     with an odd count is parsed, by Python's csv module, which stops at the end of data inside a quote.
     """
-    with pa.input_stream(path) as handle:  # .gz and .bz2 decompressed
+    with _bytes(path, content) as handle:
         quotes = sum(block.count(b'"') for block in iter(lambda: handle.read(1 << 24), b""))
     if quotes % 2 == 0:
         return None
-    with _text(path) as handle:
+    with _text(path, content) as handle:
         reader = csv.reader(handle, delimiter=delimiter, strict=True)
         ended = 0  # the line the previous record ended on
         while True:
@@ -73,12 +74,21 @@ def unterminated_quote(path: str, delimiter: str) -> UnterminatedQuote | None:
     return None  # an odd quote that opens nothing (a quote inside an unquoted field)
 
 
-def _text(path: str) -> io.TextIOWrapper:
-    return io.TextIOWrapper(pa.input_stream(path), encoding="utf-8-sig", newline="")
+def _bytes(path: str, content: bytes | None = None) -> pa.NativeFile:
+    """The file's bytes, from disk or as read already, .gz and .bz2 decompressed."""
+    if content is None:
+        return pa.input_stream(path)  # the compression told by the extension
+    codec = {".gz": "gzip", ".bz2": "bz2"}.get(os.path.splitext(path)[1])
+    return pa.input_stream(pa.py_buffer(content), compression=codec)
 
 
-def csv_batches(path: str, delimiter: str, names: list[str]) -> Iterator[pa.RecordBatch]:
-    """The records of one CSV file (header line skipped) as batches of text columns ``names`` + ``MALFORMED``.
+def _text(path: str, content: bytes | None = None) -> io.TextIOWrapper:
+    return io.TextIOWrapper(_bytes(path, content), encoding="utf-8-sig", newline="")
+
+
+def csv_batches(path: str, delimiter: str, names: list[str], content: bytes | None = None) -> Iterator[pa.RecordBatch]:
+    """The records of one CSV file (header line skipped) as batches of text columns ``names`` + ``MALFORMED``;
+    ``content``: the file's bytes when they were read already (a stream's file).
 
     Good records come in file order; the malformed ones follow in one last batch, their fields as they are
     (the first ``len(names)``, or padded with nulls; none for an unterminated quote). Empty fields are null.
@@ -92,14 +102,14 @@ def csv_batches(path: str, delimiter: str, names: list[str]) -> Iterator[pa.Reco
         return "skip"
 
     reader = pa_csv.open_csv(
-        path,
+        _bytes(path, content),
         read_options=pa_csv.ReadOptions(use_threads=False, column_names=generated, skip_rows=1, block_size=_BLOCK),
         parse_options=pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=True, invalid_row_handler=keep_aside),
         convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(generated, pa.string()), null_values=[""],
                                               strings_can_be_null=True, quoted_strings_can_be_null=True),
     )  # fmt: skip
     schema = pa.schema([*(pa.field(n, pa.string()) for n in names), pa.field(MALFORMED, pa.string())])
-    unclosed = unterminated_quote(path, delimiter)
+    unclosed = unterminated_quote(path, delimiter, content)
     held = None  # the last good batch: its last record may be the unterminated one
     for batch in reader:
         if batch.num_rows:

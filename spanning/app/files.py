@@ -126,6 +126,9 @@ def _listed(paths: list[str]) -> list[str]:
     return files
 
 
+_WARNED: set = set()  # (path, unterminated quote) already told
+
+
 def input_files(paths: list[str], given_format: str | None = None, delimiter: str = ",") -> Inputs:
     """List and check the inputs: one format, no empty file, and for CSV one valid header for all."""
     if len(delimiter) != 1 or delimiter in '"\r\n':
@@ -163,7 +166,8 @@ def input_files(paths: list[str], given_format: str | None = None, delimiter: st
                     "give files of one layout per run"
                 )
             unclosed = unterminated_quote(path, delimiter)  # a silent fold of the rest of the file otherwise
-            if unclosed is not None:
+            if unclosed is not None and (path, unclosed) not in _WARNED:
+                _WARNED.add((path, unclosed))  # once a process, though the files are checked more than once
                 print(f"spanning: warning: {path}: {unclosed.reason()}; it is rejected", file=sys.stderr)
     elif fmt == "json":
         for path in files:
