@@ -136,7 +136,7 @@ def files_there(spark: SparkSession, cfg: RunConfig, fmt: str | None = None) -> 
     """The files already in the input folder, read as ``spanning run`` reads them, and their format: they fix
     the schema and the column kinds."""
     try:
-        inputs = input_files(cfg.inputs.paths, fmt or cfg.inputs.format, cfg.inputs.delimiter)
+        inputs = input_files(cfg.inputs.paths, fmt or cfg.inputs.format, cfg.inputs.delimiter, warn=False)  # told
     except UsageError as err:
         raise UsageError(
             f"{err}: spanning stream reads the schema and column kinds from the files already in"

@@ -126,11 +126,12 @@ def _listed(paths: list[str]) -> list[str]:
     return files
 
 
-_WARNED: set = set()  # (path, unterminated quote) already told
+def input_files(paths: list[str], given_format: str | None = None, delimiter: str = ",", warn: bool = True) -> Inputs:
+    """List and check the inputs: one format, no empty file, and for CSV one valid header for all.
 
-
-def input_files(paths: list[str], given_format: str | None = None, delimiter: str = ",") -> Inputs:
-    """List and check the inputs: one format, no empty file, and for CSV one valid header for all."""
+    ``warn``: say on standard error which CSV file opens a quote it never closes (off where a run checks its
+    files a second time).
+    """
     if len(delimiter) != 1 or delimiter in '"\r\n':
         raise UsageError(f"bad --delimiter {delimiter!r}: give one character other than a quote or a line break")
     if any("://" in p for p in paths):  # hdfs://, s3a://: Spark lists and reads them
@@ -166,8 +167,7 @@ def input_files(paths: list[str], given_format: str | None = None, delimiter: st
                     "give files of one layout per run"
                 )
             unclosed = unterminated_quote(path, delimiter)  # a silent fold of the rest of the file otherwise
-            if unclosed is not None and (path, unclosed) not in _WARNED:
-                _WARNED.add((path, unclosed))  # once a process, though the files are checked more than once
+            if unclosed is not None and warn:
                 print(f"spanning: warning: {path}: {unclosed.reason()}; it is rejected", file=sys.stderr)
     elif fmt == "json":
         for path in files:
