@@ -74,17 +74,28 @@ def _csv_records(spark: SparkSession, inputs: Inputs) -> DataFrame:
     """Local CSV files read by ``spanning.app.csv_records``, a file a task (a multi-line CSV file is one split
     for Spark's reader too): text columns plus ``MALFORMED``, the rows, reasons and lines of ``--engine local``.
     """
-    names, files, delimiter = list(inputs.columns), list(inputs.files), inputs.delimiter
+    files = len(inputs.files)
+    paths = F.array(*[F.lit(p) for p in inputs.files])
+    sources = spark.range(files, numPartitions=files).select(
+        F.element_at(paths, F.col("id").cast("int") + 1).alias("path"), F.lit(None).cast("binary").alias("content")
+    )
+    return csv_file_records(sources, list(inputs.columns), inputs.delimiter)
+
+
+def csv_file_records(sources: DataFrame, names: list[str], delimiter: str) -> DataFrame:
+    """The records of the CSV files in ``sources`` (``path``, and ``content`` when read already: a stream's
+    ``binaryFile`` rows), parsed in the tasks by ``spanning.app.csv_records``: ``names`` as text, plus
+    ``MALFORMED``."""
     schema = T.StructType([T.StructField(n, T.StringType()) for n in [*names, MALFORMED]])
 
     def records(batches):  # runs on the executors: pyarrow only
         from spanning.app.csv_records import csv_batches
 
         for batch in batches:
-            for i in batch.column(0).to_pylist():
-                yield from csv_batches(files[i], delimiter, names)
+            for path, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                yield from csv_batches(path, delimiter, names, content)
 
-    return spark.range(len(files), numPartitions=len(files)).mapInArrow(records, schema)
+    return sources.select("path", "content").mapInArrow(records, schema)
 
 
 def _footer_readable(kind) -> bool:

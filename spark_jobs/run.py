@@ -47,7 +47,7 @@ from spark_jobs.prepare import (
     parquet_times_sample,
     quoted,
 )
-from spark_jobs.session import get_session, warm_python_workers
+from spark_jobs.session import get_session, starting, warm_python_workers
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
 
 HEIGHT_SAMPLE = 200_000  # events measured for --height auto
@@ -175,7 +175,7 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     size = local_input_bytes(inputs)
     short = size is not None and size < QUICK_JIT_INPUT
     with Progress(quiet_off_terminal=True) as progress:  # on a terminal: what the seconds before the result go to
-        progress(f"starting Spark ({cfg.spark.master or 'local[*]'}): the JVM and the session take 5-15 s")
+        progress(starting(cfg.spark.master))
         spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, short_job=short)
         progress("reading the input and planning the windows")
         job = compute(spark, cfg, inputs)  # user mistakes show here, before any output

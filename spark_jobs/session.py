@@ -48,6 +48,11 @@ def submit_args(driver_options: list[str]) -> str:
     return f"--driver-java-options {shlex.quote(' '.join(driver_options))} pyspark-shell"
 
 
+def starting(master: str | None) -> str:
+    """The progress line while ``get_session`` starts Spark."""
+    return f"starting Spark ({master or 'local[*]'}): the JVM and the session take 5-15 s"
+
+
 def jvm_temp_folder() -> str:
     """A folder for the temporary files of the driver's JVM, removed when this process exits.
 

@@ -54,7 +54,18 @@ from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions
 from spanning.engines.reader import CHRONON_MS, tzinfo
 from spark_jobs.plans import python_only, sketches_or_sets
-from spark_jobs.prepare import END, REASON, SEQ, START, KindCounts, Prepared, prepare, read_input, valid_column
+from spark_jobs.prepare import (
+    END,
+    REASON,
+    SEQ,
+    START,
+    KindCounts,
+    Prepared,
+    csv_file_records,
+    prepare,
+    read_input,
+    valid_column,
+)
 from spark_jobs.run import to_time
 from spark_jobs.stream_jvm import STATE, ControlFiles, JvmMicroBatch, StateTable
 from spark_jobs.windowed import result_type
@@ -152,22 +163,6 @@ BINARY_FILE = T.StructType([
 ])  # fmt: skip
 
 
-def csv_file_records(files: DataFrame, schema: T.StructType, delimiter: str) -> DataFrame:
-    """The records of a stream's CSV files (a ``binaryFile`` stream: path and content), read as ``spanning run``
-    reads them (``spanning.app.csv_records``): text columns plus ``MALFORMED``, a file at a time."""
-    names = [f.name for f in schema.fields if f.name != MALFORMED]
-    out = T.StructType([T.StructField(n, T.StringType()) for n in [*names, MALFORMED]])
-
-    def records(batches):  # runs on the executors: pyarrow only
-        from spanning.app.csv_records import csv_batches
-
-        for batch in batches:
-            for path, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-                yield from csv_batches(path, delimiter, names, content)
-
-    return files.select("path", "content").mapInArrow(records, out)
-
-
 def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) -> StreamQuery:
     """The streaming DataFrame of ``spanning stream``, for pipelines of one's own (Python API).
 
@@ -199,7 +194,8 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
         reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
     if fmt == "csv":  # each new file parsed by the batch job's reader: the same rows, reasons and lines
         files = reader.format("binaryFile").schema(BINARY_FILE).load(str(folder))
-        stream = csv_file_records(files, schema, cfg.inputs.delimiter)
+        names = [f.name for f in schema.fields if f.name != MALFORMED]  # the schema the files there gave
+        stream = csv_file_records(files, names, cfg.inputs.delimiter)
     elif fmt == "parquet":
         stream = reader.parquet(str(folder))
     else:
@@ -526,7 +522,7 @@ def series_start_line(series_start: str) -> str:
 def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, progress: Any = print) -> dict:
     """Run ``spanning stream`` until its trigger ends it (available-now) or Ctrl-C; returns the summary."""
     from spanning.app.stream_command import stream_output
-    from spark_jobs.session import get_session
+    from spark_jobs.session import get_session, starting
 
     stream_output(cfg, options, create=False)  # a harmful --output fails before Spark starts
     progress(series_start_line(str(cfg.query.series_start)))
@@ -542,7 +538,7 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         waits.done()
         progress(line)
 
-    waits(f"starting Spark ({cfg.spark.master or 'local[*]'}): the JVM and the session take 5-15 s")
+    waits(starting(cfg.spark.master))
     spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
     partitions = spark.conf.get("spark.sql.shuffle.partitions")  # the session's, given back at the end
     if cfg.spark.partitions is None and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):

@@ -36,6 +36,7 @@ from spanning.engines.batch import aggregate, aggregate_many
 from spanning.engines.reader import (
     chronon_timestamps,
     column_kind,
+    first_reasons,
     is_text,
     number_values,
     plain_values,
@@ -114,19 +115,11 @@ def prepare_local(cfg: RunConfig) -> Prepared:
         column = frame[name]
         if name in query.numeric_columns:
             numbers = number_values(column, column_kind("value", text_stats(column)) if is_text(column) else None)
-            checks += [
-                (numbers.garbage, REASONS["value"].format(column=name)),
-                (numbers.out_of_range, REASONS["range"].format(column=name)),
-                (numbers.infinite, REASONS["infinite"].format(column=name)),
-            ]
-            nullable = pd.arrays.IntegerArray if numbers.values.dtype.kind == "i" else pd.arrays.FloatingArray
-            columns[internal[name]] = nullable(numbers.values, ~numbers.present)
+            checks += numbers.checks(name)
+            columns[internal[name]] = numbers.nullable()
         else:
             columns[internal[name]] = plain_values(column, "text").array
-    reason = np.full(n, None, dtype=object)
-    for failed, text in checks:
-        chosen = (reason == None) & failed  # noqa: E711 - elementwise
-        reason[chosen] = text[chosen] if isinstance(text, np.ndarray) else text
+    reason = first_reasons(n, checks)
     accepted = np.flatnonzero(reason == None)  # noqa: E711
 
     events = pd.DataFrame({key_column(i): plain_values(k, "text").array[accepted] for i, k in enumerate(keys)})

@@ -20,6 +20,7 @@ from spanning.engines.reader import (
     REASONS,
     check_timezone,
     column_kind,
+    first_reasons,
     is_text,
     number_values,
     text_stats,
@@ -87,14 +88,12 @@ def event_times(frame: pd.DataFrame, columns: EventColumns) -> EventTimes:
     kind = time_kinds(time_kind_of(start), None if end is None else time_kind_of(end))
     first = time_chronons(start, kind, columns.time_unit, columns.timezone)
     last = first if end is None else time_chronons(end, kind, columns.time_unit, columns.timezone)
-    reasons = np.full(len(frame), None, dtype=object)
-    for failed, text in (
+    reasons = first_reasons(len(frame), [
         (~first.present, REASONS["start"]),
         (~last.present, REASONS["end"]),
         (first.fractional | last.fractional, REASONS["fraction"]),
         (last.values < first.values, REASONS["order"]),
-    ):
-        reasons[(reasons == None) & failed] = text  # noqa: E711 - elementwise
+    ])  # fmt: skip
     any_bad = (reasons != None).any()  # noqa: E711
     return EventTimes(first.values, last.values, kind == "date_time", reasons if any_bad else None)
 
@@ -107,14 +106,12 @@ def event_values(frame: pd.DataFrame, aggs: Sequence[Aggregate]) -> tuple[pd.Dat
     if not text_columns:
         return frame, None
     frame = frame.copy()
-    reasons = np.full(len(frame), None, dtype=object)
+    checks = []
     for name in text_columns:
         numbers = number_values(frame[name], column_kind("value", text_stats(frame[name])))
-        for failed, text in ((numbers.garbage, REASONS["value"]), (numbers.out_of_range, REASONS["range"]),
-                             (numbers.infinite, REASONS["infinite"])):  # fmt: skip
-            reasons[(reasons == None) & failed] = text.format(column=name)  # noqa: E711 - elementwise
-        nullable = pd.arrays.IntegerArray if numbers.values.dtype.kind == "i" else pd.arrays.FloatingArray
-        frame[name] = nullable(numbers.values, ~numbers.present)
+        checks += numbers.checks(name)
+        frame[name] = numbers.nullable()
+    reasons = first_reasons(len(frame), checks)
     return frame, reasons if (reasons != None).any() else None  # noqa: E711
 
 

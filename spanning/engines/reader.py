@@ -38,6 +38,7 @@ from spanning.aggregates import INT64_MAX, INT64_MIN
 __all__ = [
     "CHRONON_MS",
     "chronon_timestamps",
+    "first_reasons",
     "REASONS",
     "UsageError",
     "ColumnStats",
@@ -197,6 +198,29 @@ class Numbers:
     garbage: np.ndarray  # bool: a value that is no number
     out_of_range: np.ndarray  # bool: an integer beyond 64 bits
     infinite: np.ndarray  # bool
+
+    def checks(self, column: str) -> list[tuple[np.ndarray, str]]:
+        """The rows this column rejects, with their reasons, in the contract's order."""
+        return [(self.garbage, REASONS["value"].format(column=column)),
+                (self.out_of_range, REASONS["range"].format(column=column)),
+                (self.infinite, REASONS["infinite"].format(column=column))]  # fmt: skip
+
+    def nullable(self) -> pd.api.extensions.ExtensionArray:
+        """The values as a pandas Int64 or Float64 array, absent ones null."""
+        array = pd.arrays.IntegerArray if self.values.dtype.kind == "i" else pd.arrays.FloatingArray
+        return array(self.values, ~self.present)
+
+
+def first_reasons(rows: int, checks: list[tuple[np.ndarray, str | np.ndarray]]) -> np.ndarray:
+    """Each row's reason: the first check in ``checks`` that fails it (None: no check does).
+
+    A check is (failed, reason): one reason for all its rows, or an array holding each row's own.
+    """
+    reasons = np.full(rows, None, dtype=object)
+    for failed, text in checks:
+        chosen = (reasons == None) & failed  # noqa: E711 - elementwise
+        reasons[chosen] = text[chosen] if isinstance(text, np.ndarray) else text
+    return reasons
 
 
 def number_values(series: pd.Series, kind: str | None) -> Numbers:
