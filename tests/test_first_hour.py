@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -38,17 +37,24 @@ def inputs(tmp_path):
     ],
 )
 def test_a_plain_column_mistake_is_named_before_spark_starts(inputs, name, options, message):
-    """From the header or the Parquet footer, in under 2 s: no JVM (a Java that cannot be found would fail the
-    run with another error, had the check waited for Spark)."""
-    env = {**os.environ, "JAVA_HOME": str(inputs / "no-java"), "PYTHONPATH": str(ROOT)}
-    began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "spanning.cli", "run", name, *options, *WINDOW], cwd=inputs,
-                          env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
-    seconds = time.perf_counter() - began
+    """From the header or the Parquet footer, with no JVM: a Java that cannot be found fails the run with
+    another error (``test_the_same_run_without_the_mistake_stops_at_java``), had the check waited for Spark."""
+    done = _run_without_java(inputs, [name, *options])
     assert done.returncode == 2, done.stderr
     assert done.stderr == f"spanning: error: {message}: the columns are cell, start, end, bytes\n"
-    assert seconds < 2, f"{seconds:.2f} s"
     assert not (inputs / "out").exists()
+
+
+def test_the_same_run_without_the_mistake_stops_at_java(inputs):
+    """What makes the test above able to fail: without the column mistake, the run gets as far as Spark."""
+    done = _run_without_java(inputs, ["calls.csv", "--start", "start", "--end", "end", "--key", "cell"])
+    assert done.returncode == 2 and done.stderr.startswith("spanning: error: Java was not found"), done.stderr
+
+
+def _run_without_java(folder: Path, args: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "JAVA_HOME": str(folder / "no-java"), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "spanning.cli", "run", *args, *WINDOW], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
 
 
 @pytest.mark.parametrize("key", ["cell", "CELL", "`cell`", "`Cell`", "cell % 2", "current_date", "concat(cell, 'x')"])
@@ -111,7 +117,13 @@ def test_spark_submit_runs_the_job_as_the_readme_says(inputs):
                           cwd=inputs, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"results: {inputs / 'out'}/windows" in done.stdout and "Traceback" not in done.stderr
-    windows = pd.read_parquet(inputs / "out" / "windows")
-    assert windows.groupby("cell")["count"].max().to_dict() == {"a": 1, "b": 1}
-    assert int(windows["sum_bytes"].max()) == 7
+    local = ["run", str(inputs / "calls.csv"), "--start", "start", "--end", "end", "--key", "cell", "--agg", "count",
+             "--agg", "sum:bytes", *WINDOW[:-1], str(inputs / "local"), "--engine", "local"]  # fmt: skip
+    assert main(local) == 0
+    windows, expected = (pd.read_parquet(inputs / name / "windows").sort_values(["cell", "window_start"])
+                         .reset_index(drop=True) for name in ("out", "local"))  # fmt: skip
+    # each call overlaps [-600, 300), [-300, 600) and [0, 900): 3 windows per cell, counting it alone
+    assert windows[["cell", "window_start", "count"]].values.tolist() == [
+        [c, s, 1] for c in "ab" for s in (-600, -300, 0)]  # fmt: skip
+    pd.testing.assert_frame_equal(windows, expected, check_dtype=False)
     assert not [p for p in (inputs / "out").rglob("*") if p.name == "_SUCCESS" or p.name.endswith(".crc")]

@@ -191,8 +191,22 @@ def test_a_worker_importing_one_kernel_does_not_import_pandas_and_the_public_nam
 def test_python_workers_are_warmed_in_the_background_and_a_failing_warm_up_is_silent(spark):
     from spark_jobs.session import warm_python_workers
 
-    warmed = warm_python_workers(spark, ("numpy", "spanning.engines.window_ranges"))
+    def imported(batches):  # whether this (reused) worker has imported what the warm-up asked for
+        import sys
+
+        import pyarrow as pa
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"seen": ["colorsys" in sys.modules]})
+
+    def workers_that_imported() -> list:
+        return [row["seen"] for row in spark.range(0, 16, 1, 16).mapInArrow(imported, "seen boolean").collect()]
+
+    assert not any(workers_that_imported()), "a worker had imported colorsys before the warm-up"
+    warmed = warm_python_workers(spark, ("numpy", "colorsys"))  # colorsys: a module nothing else here imports
     failing = warm_python_workers(spark, ("no_such_module_for_spanning",))  # the query would report it, not this
     for thread in (warmed, failing):
         thread.join(timeout=120)
         assert not thread.is_alive()
+    # the workers are reused, so the warmed ones serve later tasks: 16 tasks go through every idle worker
+    assert any(workers_that_imported())

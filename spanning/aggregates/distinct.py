@@ -1,7 +1,9 @@
 """Distinct counts and quantiles: exact, and as Apache DataSketches sketches that Spark shares.
 
-None of them is invertible, so no subtract-on-evict; all of them merge, which is what slicing needs: a
-window is the merge of its slices' partials (Suzanne et al., §2.3 and §3). Named after Spark's functions:
+None of them is invertible, so no subtract-on-evict; all of them merge, which is what slicing needs (Suzanne
+et al., §2.3 and §3): the per-event techniques merge slices' partials into windows. The batch path builds
+each window's partial at once from the values of its member events instead (``ObjectArrays``). Named after
+Spark's functions:
 
 * ``count_distinct:col``: the number of distinct non-null values (Spark's ``count(DISTINCT col)``); partial:
   the set of values;
@@ -16,7 +18,8 @@ window is the merge of its slices' partials (Suzanne et al., §2.3 and §3). Nam
   ``hll_union_agg`` / ``kll_merge_agg_double`` and the ``datasketches`` package read (to roll cells up to
   regions, or windows up to hours, without reading the events again).
 
-Nulls (None, NaN) are ignored, as in Spark. The sketches' partials are their serialized bytes (immutable,
+Nulls are ignored, and NaN is null (docs/SEMANTICS.md), unlike in Spark, where NaN is a value that
+``count(DISTINCT)`` counts and the sketches take. The sketches' partials are their serialized bytes (immutable,
 picklable, comparable), so they travel through every path like any other partial. Values are hashed by
 type as Spark hashes them: integers as 64-bit longs, text as its UTF-8 bytes; Spark's ``hll_sketch_agg``
 takes no doubles, so an HLL of a float column exists on the Python engines only.
