@@ -1,195 +1,173 @@
-"""Distinct subscribers and quantiles: the Spark job against the SQL a user writes by hand, in one session.
+"""Distinct subscribers and quantiles: whole ``spanning run`` processes against the PySpark script a user writes.
 
-Generated CDRs (7 days, 200 integer cells, Zipf-like; calls of about a minute and 1% sessions of 0.5-4 h)
-with a ``subscriber`` column of about 1M distinct values over 3M rows. Per cell and window:
+Data: generated CDRs over 60 hours in 200 integer cells, one of which holds 38% of the calls (calls of about a
+minute, 1% sessions of 0.5-4 h: ``spark_jobs.peers.integer_cdr_frame``), with a ``subscriber`` column drawn
+Zipf (1/rank^1.1) over 1M IMSI-like numbers and the durations as doubles.
 
-* sketched: ``approx_count_distinct:subscriber`` + ``approx_percentile:duration:0.95`` against the explode
-  with Spark's ``approx_count_distinct`` + ``percentile_approx`` (HLL++ and GK, what most users write) and
-  against the explode with ``hll_sketch_agg`` + ``kll_sketch_agg_double`` (the same DataSketches sketches);
-* exact: ``count_distinct`` + ``percentile`` against the explode with ``count(DISTINCT)`` + ``percentile``.
+Per cell and window, each side a whole process that reads the Parquet file and writes Parquet (``time`` as a
+user sees it), interleaved (ours, peer, peer, ours, ...), the driver's class archive off on both sides
+(``--archive on``: on for both); δ is longer than any call:
 
-Interleaved (ours, theirs, ours, theirs, ...), each writing Parquet; the exact answers are compared row for row,
-the sketched ones by their largest relative difference. Reports medians, spreads, the ratios of each pair,
-and the peak memory of the Python workers (psutil, polled) and of the driver.
+* exact: ``count`` + ``count_distinct:subscriber`` against the explode into windows with
+  ``size(collect_set(subscriber))`` and with ``count(DISTINCT subscriber)``; the ratio is taken against the
+  faster of the two in each round;
+* sketched: ``count`` + ``approx_count_distinct:subscriber`` + ``approx_percentile:duration:0.95`` against the
+  explode with ``hll_sketch_agg`` + ``kll_sketch_agg_double`` (the same DataSketches sketches).
 
-    python bench/bench_distinct.py                       # 3,000,000 rows, 3 rounds, 15m/1m and 15m/5m
-    python bench/bench_distinct.py --rows 300000 --repeat 1
+The answers are checked: the exact ones row for row against both peers; the estimates of both sides against
+the exact distinct counts of the exact round (HLL within 3 relative standard errors at lgK 12), and their p95s
+against the exact ranks of the durations of 200 sampled windows (KLL's normalized rank bound at K 200).
+
+    python bench/bench_distinct.py                     # 3,000,000 rows, 2 rounds, 15m/1m (16 windows per call)
+    python bench/bench_distinct.py --rows 300000 --repeat 1 --shapes 900/300
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from bench_spark_job import HERE, process_env, spread, timed_command
 
-WORKER_MARKERS = ("pyspark.daemon", "pyspark.worker", "spark_jobs.worker_daemon")
+RSE = 1.04 / math.sqrt(2**12)  # HLL's relative standard error at lgK 12 (Spark's and our default)
+KLL_BOUND = 0.013294757464848584  # kll_doubles_sketch(200).normalized_rank_error(False): one rank, 99% confidence
+KINDS = {  # ours, then the peer forms of bench/sql_explode_job.py
+    "exact": (["count", "count_distinct:subscriber"], ["collect_set", "count_distinct"]),
+    "sketched": (["count", "approx_count_distinct:subscriber", "approx_percentile:duration:0.95"], ["sketch"]),
+}
+KIND_COLUMNS = {  # our output columns of each kind, and their names on the peers' side
+    "exact": {"count": "count", "count_distinct_subscriber": "subs"},
+    "sketched": {"count": "count", "approx_count_distinct_subscriber": "subs",
+                 "approx_percentile_duration_0_95": "p95"},
+}  # fmt: skip
 
 
-def subscriber_cdr_file(rows: int) -> Path:
-    """Integer-keyed CDRs with a subscriber column (about 1M distinct over 3M rows), cached in the temp folder."""
-    path = Path(tempfile.gettempdir()) / f"spanning-bench-subscribers-{rows}.parquet"
+def subscriber_cdr_file(rows: int, subscribers: int = 1_000_000) -> Path:
+    """The CDRs with a Zipf subscriber column, cached in the temp folder."""
+    path = Path(tempfile.gettempdir()) / f"spanning-bench-subscribers-zipf-{rows}.parquet"
     if not path.exists():
         from spark_jobs.peers import integer_cdr_frame
 
-        frame, rng, length = integer_cdr_frame(rows, seed=24)
-        frame.insert(1, "subscriber", 33_600_000_000 + rng.integers(0, int(rows * 0.4), rows))  # ~0.92·0.4·rows
+        frame, rng, length = integer_cdr_frame(rows, seed=24, keys="hot", hours=60)
+        cumulative = np.cumsum(1.0 / np.arange(1, subscribers + 1) ** 1.1)
+        rank = np.searchsorted(cumulative / cumulative[-1], rng.random(rows))  # each call's subscriber's rank
+        frame.insert(1, "subscriber", 208_010_000_000_000 + rng.permutation(subscribers)[rank])
         frame["duration"] = length.astype(np.float64)
-        frame.sort_values("end", kind="stable").to_parquet(path, index=False)
+        frame.sort_values("end", kind="stable").to_parquet(path, index=False, row_group_size=1_000_000)
     return path
 
 
-class PeakMemory:
-    """The largest resident memory of the Spark Python workers together, and of this process, while it runs."""
-
-    def __init__(self) -> None:
-        import psutil
-
-        self.psutil, self.workers, self.driver = psutil, 0, 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        me = self.psutil.Process()
-        while not self.stop.wait(0.05):
-            total = 0
-            for process in self.psutil.process_iter(["name", "cmdline", "memory_info"]):
-                line = " ".join(process.info["cmdline"] or [])  # a Python process (the JVM's names the daemon too)
-                python = (process.info["name"] or "").startswith("python")
-                if python and any(marker in line for marker in WORKER_MARKERS) and process.info["memory_info"]:
-                    total += process.info["memory_info"].rss
-            self.workers = max(self.workers, total)
-            self.driver = max(self.driver, me.memory_info().rss)
-
-    def __enter__(self) -> PeakMemory:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+def _seconds(times: pd.Series) -> np.ndarray:
+    """Epoch seconds of timestamps (the script writes INT96, read without a zone)."""
+    return ((pd.to_datetime(times, utc=True) - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy()
 
 
-def peer_sql(view: str, range_: int, slide: int, aggregates: str) -> str:
-    """The explode into windows a user writes, then one group by cell and window."""
-    return f"""
-        SELECT cell, k * {slide} AS window_start, {aggregates}
-        FROM (SELECT cell, subscriber, duration,
-                     explode(sequence(floor((s - {range_}) / {slide}) + 1, floor((greatest(e, s + 1) - 1) / {slide})))
-                     AS k
-              FROM {view})
-        GROUP BY cell, k
-    """
+def _windows(folder: Path, columns: dict[str, str]) -> pd.DataFrame:
+    """A side's windows as cell, window_start (epoch seconds) and ``columns`` renamed, sorted."""
+    frame = pd.read_parquet(folder, columns=["cell", "window_start", *columns]).rename(columns=columns)
+    frame["window_start"] = _seconds(frame["window_start"])
+    return frame.sort_values(["cell", "window_start"]).reset_index(drop=True)
 
 
-PEERS = {
-    "sketched": {
-        "ours": ["approx_count_distinct:subscriber", "approx_percentile:duration:0.95"],
-        "SQL approx_count_distinct + percentile_approx": "approx_count_distinct(subscriber) AS subs,"
-                                                         " percentile_approx(duration, 0.95) AS p95",
-        "SQL hll_sketch_agg + kll_sketch_agg_double": "hll_sketch_estimate(hll_sketch_agg(subscriber)) AS subs,"
-            " kll_sketch_get_quantile_double(kll_sketch_agg_double(duration), 0.95) AS p95",
-    },
-    "exact": {
-        "ours": ["count_distinct:subscriber", "percentile:duration:0.95"],
-        "SQL count(DISTINCT) + percentile": "count(DISTINCT subscriber) AS subs, percentile(duration, 0.95) AS p95",
-    },
-}  # fmt: skip
+def _rank_errors(path: Path, windows: pd.DataFrame, range_: int, answers: list[str]) -> dict[str, float]:
+    """The largest normalized rank error of each ``answers`` column over ``windows``, from the calls' durations."""
+    calls = pd.read_parquet(path, columns=["cell", "start", "end", "duration"])
+    start = _seconds(calls["start"])
+    end = np.maximum(_seconds(calls["end"]), start + 1)
+    cell, duration = calls["cell"].to_numpy(), calls["duration"].to_numpy()
+    worst = dict.fromkeys(answers, 0.0)
+    for row in windows.itertuples():
+        members = np.sort(duration[(cell == row.cell) & (start < row.window_start + range_)
+                                   & (end > row.window_start)])  # fmt: skip
+        for name in answers:
+            value = getattr(row, name)
+            below = np.searchsorted(members, value, "left") / len(members)
+            up_to = np.searchsorted(members, value, "right") / len(members)
+            worst[name] = max(worst[name], below - 0.95, 0.95 - up_to)
+    return worst
+
+
+def _check(kind: str, out: Path, forms: list[str], path: Path, range_: int) -> str:
+    """The answers of ``kind``'s first round: identical (exact), or within their bounds (sketched)."""
+    ours = _windows(out / "ours" / "windows", KIND_COLUMNS[kind])
+    if kind == "exact":
+        for form in forms:
+            theirs = _windows(out / form, {"count": "count", "subs": "subs"})
+            try:
+                pd.testing.assert_frame_equal(ours, theirs, check_dtype=False)
+            except AssertionError as err:
+                raise SystemExit(f"spanning run and the {form} script differ: {err}") from None
+        shutil.copytree(out / "ours" / "windows", out / "exact", dirs_exist_ok=True)
+        return f"{len(ours):,} windows, identical on all sides"
+    exact = _windows(out / "exact", {"count_distinct_subscriber": "subs"})
+    theirs = _windows(out / forms[0], {"count": "count", "subs": "subs", "p95": "p95"})
+    report = [f"{len(ours):,} windows"]
+    for side, frame in (("ours", ours), ("peer", theirs)):
+        if not (frame[["cell", "window_start"]].to_numpy() == exact[["cell", "window_start"]].to_numpy()).all():
+            raise SystemExit(f"{side}: other windows than the exact run's")
+        error = (frame["subs"] - exact["subs"]).abs() / exact["subs"]
+        report.append(f"{side}: distinct within 3 RSE in {(error <= 3 * RSE).mean():.1%} (max {error.max():.2%})")
+    sample = ours.assign(peer_p95=theirs["p95"]).sample(min(200, len(ours)), random_state=0)
+    worst = _rank_errors(path, sample, range_, ["p95", "peer_p95"])
+    same = (ours["p95"] == theirs["p95"]).mean()
+    report.append(f"p95 rank error max {worst['p95']:.2%} ours, {worst['peer_p95']:.2%} peer (bound "
+                  f"{KLL_BOUND:.2%}, {len(sample)} windows); p95 equal in {same:.0%}")  # fmt: skip
+    return "; ".join(report)
+
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=3_000_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--shapes", default="900/60,900/300", help="ω/β pairs in seconds")
-    parser.add_argument("--kinds", default="sketched,exact")
-    parser.add_argument("--plan", default="auto", help="our --plan (auto: python for these aggregates)")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--shapes", default="900/60", help="ω/β pairs in seconds")
+    parser.add_argument("--archive", choices=["on", "off"], default="off", help="the class archive on both sides")
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import functions as F
-
-    from spanning.app.jobspec import EventFields, InputFiles, RunConfig, SparkOptions, WindowQuery, output_name
-    from spark_jobs.run import compute
-    from spark_jobs.session import get_session
-
-    path = str(subscriber_cdr_file(args.rows))
-    spark = get_session(None)
-    frame = spark.read.parquet(path)
-    frame.createOrReplaceTempView("cdr")
-    distinct = frame.select(F.countDistinct("subscriber")).first()[0]
-    longest = int(spark.sql("SELECT max(unix_seconds(end) - unix_seconds(start)) FROM cdr").first()[0])
-    raw = "(SELECT cell, subscriber, duration, unix_seconds(start) AS s, unix_seconds(end) AS e FROM cdr)"
+    path = subscriber_cdr_file(args.rows)
+    env = process_env(args.archive == "on")
     out = Path(tempfile.mkdtemp(prefix="spanning-bench-distinct-"))
-    print(f"{args.rows:,} CDRs, {distinct:,} distinct subscribers, 200 cells; {os.cpu_count()} cores, "
-          f"{platform.python_version()}, Spark {spark.version}; {args.repeat} interleaved pairs, Parquet out; "
-          "ratio = SQL s / ours s")  # fmt: skip
-    print("| ω/β | aggregates | ours: plan | ours s (min-max) | peer | peer s (min-max) | peer/ours, pairs (min-max)"
-          " | answers | Python workers' peak RSS: ours / peer |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+    subscribers = pd.read_parquet(path, columns=["subscriber"])["subscriber"].nunique()
+    print(f"{args.rows:,} CDRs, {subscribers:,} distinct subscribers (Zipf over 1M), 200 cells (one with 38%); "
+          f"whole processes, {args.repeat} interleaved rounds, class archive {args.archive} on both sides; "
+          f"{os.cpu_count()} cores, Python {platform.python_version()}; ratio = fastest peer s / ours s")  # fmt: skip
+    print("| ω/β | aggregates | ours s (min-max) | peers s (min-max) | fastest peer / ours, rounds (min-max) "
+          "| answers |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     for shape in args.shapes.split(","):
         range_, slide = (int(x) for x in shape.split("/"))
-        for kind in args.kinds.split(","):
-            peers = dict(PEERS[kind])
-            aggs = peers.pop("ours")
-            query = WindowQuery(range_, slide, longest + 1, aggregates=aggs)
-            cfg = RunConfig(InputFiles([path]), EventFields("start", "end", keys=["cell"]), query,
-                            spark=SparkOptions(plan=args.plan))  # fmt: skip
-            computed = compute(spark, cfg)
-            ours = computed.windows.select("cell", F.unix_seconds("window_start").alias("window_start"),
-                                           F.col(output_name(aggs[0])).alias("subs"),
-                                           F.col(output_name(aggs[1])).alias("p95"))  # fmt: skip
-            for peer_name, sql_aggs in peers.items():
-                theirs = spark.sql(peer_sql(raw, range_, slide, sql_aggs))
-                times: dict[str, list[float]] = {"ours": [], "peer": []}
-                memory: dict[str, int] = {"ours": 0, "peer": 0}
-                for _ in range(args.repeat):
-                    for name, job in (("ours", ours), ("peer", theirs)):
-                        spark.catalog.clearCache()  # the Python plan persists its output: each run computes it
-                        with PeakMemory() as peak:
-                            began = time.perf_counter()
-                            job.write.mode("overwrite").parquet(str(out / name))
-                            times[name].append(time.perf_counter() - began)
-                        memory[name] = max(memory[name], peak.workers)
-                answers = _compare(out, exact=kind == "exact")
-                a, b = sorted(times["ours"]), sorted(times["peer"])
-                pairs = sorted(y / x for x, y in zip(times["ours"], times["peer"], strict=True))
-                print(f"| {range_ // 60}m/{slide // 60}m | {kind} | {computed.choices[0].plan} "
-                      f"| {statistics.median(a):.1f} ({a[0]:.1f}-{a[-1]:.1f}) | {peer_name} "
-                      f"| {statistics.median(b):.1f} ({b[0]:.1f}-{b[-1]:.1f}) "
-                      f"| **{statistics.median(pairs):.2f}×** ({pairs[0]:.2f}-{pairs[-1]:.2f}) | {answers} "
-                      f"| {memory['ours'] / 2**20:.0f} / {memory['peer'] / 2**20:.0f} MB |", flush=True)  # fmt: skip
-            spark.catalog.clearCache()
+        for kind, (aggs, forms) in KINDS.items():
+            ours = [sys.executable, "-m", "spanning.cli", "run", str(path), "--range", str(range_), "--slide",
+                    str(slide), "--ttp", "7d", "--start", "start", "--end", "end", "--key", "cell",
+                    *[x for a in aggs for x in ("--agg", a)], "--output", str(out / "ours"), "--overwrite"]  # fmt: skip
+            peers = {form: [sys.executable, str(HERE / "sql_explode_job.py"), str(path), str(out / form), "--range",
+                            str(range_), "--slide", str(slide), "--distinct", form] for form in forms}  # fmt: skip
+            times: dict[str, list[float]] = {"ours": [], **{form: [] for form in forms}}
+            answers = ""
+            for round_ in range(args.repeat):
+                labels = ["ours", *forms] if round_ % 2 == 0 else [*forms, "ours"]  # A, B, B, A, ...
+                for label in labels:
+                    began = time.perf_counter()
+                    timed_command(ours if label == "ours" else peers[label], env)
+                    times[label].append(time.perf_counter() - began)
+                if round_ == 0:
+                    answers = _check(kind, out, forms, path, range_)
+            fastest = [min(times[f][i] for f in forms) for i in range(args.repeat)]
+            ratios = sorted(p / o for p, o in zip(fastest, times["ours"], strict=True))
+            peer_cells = "; ".join(f"{form} {spread(times[form])}" for form in forms)
+            print(f"| {range_ // 60}m/{slide // 60}m | {kind}: {' + '.join(aggs)} | {spread(times['ours'])} "
+                  f"| {peer_cells} | **{statistics.median(ratios):.2f}×** ({ratios[0]:.2f}-{ratios[-1]:.2f}) "
+                  f"| {answers} |", flush=True)  # fmt: skip
     shutil.rmtree(out, ignore_errors=True)
-
-
-def _compare(out: Path, exact: bool) -> str:
-    """Exact: the same windows and values, row for row. Sketched: the largest relative difference of each."""
-    frames = []
-    for name in ("ours", "peer"):
-        frame = pd.read_parquet(out / name)
-        frames.append(frame.sort_values(["cell", "window_start"]).reset_index(drop=True))
-    ours, peer = frames
-    if len(ours) != len(peer) or not (ours[["cell", "window_start"]].to_numpy() == peer[["cell", "window_start"]]
-                                      .to_numpy()).all():  # fmt: skip
-        return f"different windows ({len(ours):,} vs {len(peer):,})"
-    if exact:
-        same = (ours["subs"].to_numpy() == peer["subs"].to_numpy()).all() and np.allclose(
-            ours["p95"].to_numpy(dtype=float), peer["p95"].to_numpy(dtype=float), rtol=1e-12, equal_nan=True)
-        return f"{len(ours):,} windows, {'identical' if same else 'DIFFERENT'}"
-    subs = np.abs(ours["subs"] - peer["subs"]) / np.maximum(peer["subs"], 1)
-    same_subs = (ours["subs"].to_numpy() == peer["subs"].to_numpy()).mean()
-    same_p95 = (ours["p95"].to_numpy() == peer["p95"].to_numpy()).mean()  # a quantile sketch's error is in rank
-    return (f"{len(ours):,} windows; subs equal in {same_subs:.1%} (max rel. diff {subs.max():.3f}), "
-            f"p95 equal in {same_p95:.1%}")
 
 
 if __name__ == "__main__":

@@ -68,7 +68,23 @@ def _commands(path: Path, out: Path, range_: int, slide: int, aggs: list[str], k
     return {"run": run, "sql": script, "floor": floor}
 
 
-def _timed_command(command: list[str], env: dict) -> None:
+def process_env(archive: bool) -> dict:
+    """The environment of both sides' processes: the driver's class archive on for both (``archive``), or off."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    if archive:
+        from spark_jobs.class_archive import driver_options
+        from spark_jobs.session import check_java, submit_args
+
+        options = driver_options(check_java())
+        if not options:
+            raise SystemExit("--archive on: no class archive (python -m spark_jobs.class_archive builds it)")
+        env["PYSPARK_SUBMIT_ARGS"] = submit_args(options)  # the script's JVM maps it as spanning run's does
+    else:
+        env["SPANNING_CLASS_ARCHIVE"] = "off"
+    return env
+
+
+def timed_command(command: list[str], env: dict) -> None:
     """Run ``command`` as a shell's ``time`` sees it: until its own process exits. Its output goes to files, not
     pipes: a pipe would also wait for the JVM that PySpark started, which exits on its own once its Python
     driver is gone (after the command's results are complete), for both commands alike."""
@@ -96,7 +112,7 @@ def _same_windows(out: Path, aggs: list[str], keyed: bool = True) -> int:
     return len(frames[0])
 
 
-def _spread(times: list[float]) -> str:
+def spread(times: list[float]) -> str:
     t = sorted(times)
     return f"{statistics.median(t):.1f} ({t[0]:.1f}-{t[-1]:.1f})"
 
@@ -105,20 +121,8 @@ def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: 
               agg_sets: dict, floor: bool, plan: str = "auto") -> None:  # fmt: skip
     """Whole processes, interleaved (run, script, floor, run, script, floor, ...): ``spanning run`` against the
     standalone SQL script, each with the driver's class archive (``archive``) or both without it."""
-    from spark_jobs.class_archive import driver_options
-    from spark_jobs.session import check_java
-
     out = Path(tempfile.mkdtemp(prefix="spanning-bench-proc-"))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    if archive:
-        options = driver_options(check_java())
-        if not options:
-            raise SystemExit("--archive on: no class archive (python -m spark_jobs.class_archive builds it)")
-        from spark_jobs.session import submit_args
-
-        env["PYSPARK_SUBMIT_ARGS"] = submit_args(options)  # the script's JVM maps it as spanning run's does
-    else:
-        env["SPANNING_CLASS_ARCHIVE"] = "off"
+    env = process_env(archive)
     print(f"{rows:,} CDRs (Parquet), whole processes, {repeat} interleaved pairs, {os.cpu_count()} cores, "
           f"class archive {'on' if archive else 'off'} on both sides; ratio = script s / spanning run s")  # fmt: skip
     print("| data | keys | ω/β | aggregates | plan (windows/event) | spanning run s (min-max) | script s (min-max) "
@@ -135,18 +139,18 @@ def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: 
                     for round_ in range(repeat):
                         for label in labels:
                             began = time.perf_counter()
-                            _timed_command(commands[label], env)
+                            timed_command(commands[label], env)
                             times[label].append(time.perf_counter() - began)
                         if round_ == 0:
                             _same_windows(out, aggs, keyed=shape != "none")
                     chosen = json.loads((out / "run" / "summary.json").read_text())["plans"][0]
                     pairs = sorted(y / x for x, y in zip(times["run"], times["sql"], strict=True))
                     cells = [data, shape if data == "int" else "text", f"{range_ // 60}m/{slide // 60}m", name,
-                             f"{chosen['plan']} ({chosen['windows_per_event'] or 0:.1f})", _spread(times["run"]),
-                             _spread(times["sql"]),
+                             f"{chosen['plan']} ({chosen['windows_per_event'] or 0:.1f})", spread(times["run"]),
+                             spread(times["sql"]),
                              f"**{statistics.median(pairs):.2f}×** ({pairs[0]:.2f}-{pairs[-1]:.2f})"]  # fmt: skip
                     if floor:
-                        cells += [_spread(times["floor"]),
+                        cells += [spread(times["floor"]),
                                   f"{statistics.median(times['run']) / statistics.median(times['floor']):.2f}×"]
                     print("| " + " | ".join(cells) + " |", flush=True)
     shutil.rmtree(out, ignore_errors=True)
@@ -169,7 +173,7 @@ def timeline(rows: int, data: str, keys: str, range_: int, slide: int) -> None:
     for label, command in (("spanning run", commands["run"]), ("SQL script", commands["sql"])):
         before = set(events.iterdir())
         began = time.time()
-        _timed_command(command, env)
+        timed_command(command, env)
         ended = time.time() - began
         (log,) = _new_event_log(events, before)
         print(f"\n{label} ({data} data, {keys} keys, {range_ // 60}m/{slide // 60}m, {rows:,} rows): {ended:.2f} s")

@@ -1,9 +1,12 @@
 """What a user writes instead of ``spanning run``: a standalone PySpark script, explode into windows, group by.
 
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 [--max] [--no-key] [--floor]
+    python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --distinct sketch
 
 Reads the Parquet CDRs (start and end timestamps, cell, bytes, duration), writes Parquet. Used by
-``bench/bench_spark_job.py --processes`` to time whole processes against ``spanning run``. ``--no-key`` totals
+``bench/bench_spark_job.py --processes`` to time whole processes against ``spanning run``, and by
+``bench/bench_distinct.py`` with ``--distinct FORM``: count(*) and the distinct subscribers of each window
+written as ``FORM`` says (``DISTINCT_FORMS``; ``sketch`` adds the p95 of the durations). ``--no-key`` totals
 all cells (one series); ``--floor`` is the least any job over the file costs: the same read, grouped by cell
 only (no windows), and written. Like ``spanning run``, it does not stop Spark: the process exits and its JVM
 follows, so both are timed the same way.
@@ -15,6 +18,14 @@ import argparse
 
 from pyspark.sql import SparkSession
 
+# the ways a user writes distinct subscribers (and their p95 duration) per window, named by their functions
+DISTINCT_FORMS = {
+    "collect_set": "size(collect_set(subscriber)) AS subs",
+    "count_distinct": "count(DISTINCT subscriber) AS subs",
+    "sketch": "hll_sketch_estimate(hll_sketch_agg(subscriber)) AS subs,"
+              " kll_sketch_get_quantile_double(kll_sketch_agg_double(duration), 0.95) AS p95",
+}  # fmt: skip
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -25,12 +36,16 @@ def main() -> None:
     parser.add_argument("--max", action="store_true", help="also max(duration)")
     parser.add_argument("--no-key", action="store_true", help="one series: all cells together")
     parser.add_argument("--floor", action="store_true", help="group by cell only: the read and the write")
+    parser.add_argument("--distinct", choices=sorted(DISTINCT_FORMS), help="count and distinct subscribers")
     args = parser.parse_args()
     spark = SparkSession.builder.appName("explode").config("spark.ui.enabled", "false").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.read.parquet(args.input).createOrReplaceTempView("cdr")
     w, s = args.range, args.slide
     longest = ", max(duration) AS max_duration" if args.max else ""
+    aggregates, columns = "count(*) AS count, sum(bytes) AS sum_bytes", "bytes, duration"
+    if args.distinct:
+        aggregates, columns = f"count(*) AS count, {DISTINCT_FORMS[args.distinct]}", "subscriber, duration"
     cell = "" if args.no_key else "cell, "
     if args.floor:
         query = f"SELECT {cell}count(*) AS count, sum(bytes) AS sum_bytes{longest} FROM cdr"
@@ -38,8 +53,8 @@ def main() -> None:
     else:
         query = f"""
             SELECT {cell}timestamp_seconds(k * {s}) AS window_start, timestamp_seconds(k * {s} + {w}) AS window_end,
-                   count(*) AS count, sum(bytes) AS sum_bytes{longest}
-            FROM (SELECT {cell}bytes, duration,
+                   {aggregates}{longest}
+            FROM (SELECT {cell}{columns},
                          explode(sequence(floor((unix_seconds(start) - {w}) / {s}) + 1,
                                           floor((greatest(unix_seconds(end), unix_seconds(start) + 1) - 1) / {s}))) AS k
                   FROM cdr)
