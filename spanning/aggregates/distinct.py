@@ -39,6 +39,7 @@ takes no doubles, so an HLL of a float column exists on the Python engines only.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,7 @@ import pandas as pd
 from spanning.aggregates.capabilities import Capabilities, ResultKind, SqlFunction
 from spanning.aggregates.columns import BatchColumns, value_of
 from spanning.aggregates.protocol import Aggregate
+from spanning.kernels.hll import hll_mode_windows
 from spanning.kernels.ranges import explode
 
 __all__ = [
@@ -127,15 +129,23 @@ class ObjectArrays:
         out = _objects([self.identity()] * n)
         if not n or not len(first):
             return (out,)
+        event, window = self._member_pairs(cols, first, last)
+        self._fill_from_values(out, cols.values(self.column)[event], window)
+        return (out,)
+
+    def _member_pairs(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray) -> tuple:
+        """The (event, window) pairs of the events whose value is not null, ordered by window."""
         # the (event, window) pairs grouped by window, once per chunk for all its aggregates of this kind
         # (the memo keeps first and last alive with their pairs, so their ids name them while it lasts)
         _, _, event, window = cols.memo(("window pairs", id(first), id(last)),
                                         lambda: (first, last, *_pairs_by_window(first, last)))  # fmt: skip
         keep = cols.valid(self.column)[event]
-        event, window = event[keep], window[keep]
-        if not len(event):
-            return (out,)
-        values = cols.values(self.column)[event]
+        return event[keep], window[keep]
+
+    def _fill_from_values(self, out: np.ndarray, values: np.ndarray, window: np.ndarray) -> None:
+        """``out[w]``: the partial ``from_values`` builds of the values paired with window w (ordered by window)."""
+        if not len(values):
+            return
         if self.sorted_values:  # per window, its values sorted (percentile); else in the chunk's arrival order
             order = np.lexsort((values, window))
             window, values = window[order], values[order]
@@ -145,7 +155,6 @@ class ObjectArrays:
         from_values, starts = self.from_values, bounds[:-1].tolist()
         for w, lo, hi in zip(window[bounds[:-1]].tolist(), starts, bounds[1:].tolist(), strict=True):
             out[w] = from_values(values[lo:hi])
-        return (out,)
 
     def merge(self, a: tuple, b: tuple) -> tuple:
         return (_objects([self.combine(x, y) for x, y in zip(a[0], b[0], strict=True)]),)
@@ -226,6 +235,8 @@ class Percentile(ObjectArrays, Aggregate):
 
 def datasketches_module() -> Any:
     """The ``datasketches`` package, or a clear error naming the extra that installs it."""
+    if "datasketches" in sys.modules:  # once per window on the batch path: the import statement costs more
+        return sys.modules["datasketches"]
     try:
         import datasketches
     except ImportError:
@@ -270,7 +281,9 @@ class _Sketch(ObjectArrays, Aggregate):
         update = sketch.update
         if values and type(values[0]) is bool:
             values = [self._hashable(v) for v in values]
-        for value in values:
+        # a repeated value changes neither an HLL's registers nor its HIP estimate, so each value once, in order
+        # of first arrival, gives the same bytes; a window's values repeat often (a busy subscriber's calls)
+        for value in dict.fromkeys(values) if self.kind == "hll" else values:
             update(value)
         return self._bytes(sketch)
 
@@ -323,6 +336,23 @@ class ApproxCountDistinct(_Sketch):
         union.update(ds.hll_sketch.deserialize(a))
         union.update(ds.hll_sketch.deserialize(b))
         return self._bytes(union.get_result(ds.tgt_hll_type.HLL_8))
+
+    def _window_partials(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> tuple:
+        """The windows that the library would hold in HLL mode get their registers from one scatter-max of
+        the pairs' hashes (``spanning.kernels.hll``); the others, in a coupon mode, a sketch of their values."""
+        out = _objects([None] * n)
+        if not n or not len(first):
+            return (out,)
+        event, window = self._member_pairs(cols, first, last)
+        values = cols.values(self.column)
+        hashable = self._hashable if values.dtype == bool or values.dtype == object else None
+        promoted, sketches = hll_mode_windows(values, event, window, n, self.size, datasketches_module(), hashable)
+        out[promoted] = _objects(sketches)
+        rest = np.ones(n, dtype=bool)
+        rest[promoted] = False
+        keep = rest[window]
+        self._fill_from_values(out, values[event[keep]], window[keep])
+        return (out,)
 
     def lower(self, partial) -> int:
         if partial is None:
