@@ -108,8 +108,8 @@ def python_only(cfg: RunConfig) -> str | None:
 
 def sketches_or_sets(cfg: RunConfig) -> list[str]:
     """The aggregates of ``cfg`` whose partials are sets, value lists or sketches: explode and dyadic merge
-    them (Spark's collect_set, collect_list, hll_union_agg, kll_merge_agg_double) and the Python plan builds
-    them per window (``spanning.aggregates.distinct.ObjectArrays``); range and vector cannot."""
+    them (Spark's collect_set, collect_list, hll_union_agg, kll_merge_agg_double), vector's tasks and the Python
+    plan build them per window (``spanning.aggregates.distinct.ObjectArrays``); range cannot."""
     return [a for a in cfg.query.aggregates if parse_aggregate(a).capabilities.sql in MERGED_AS_COLLECTIONS]
 
 
@@ -133,24 +133,25 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
     if plan != "auto":
         if needs_python:
             raise UsageError(f"--plan {plan} cannot run this query: {needs_python}; use --plan python or auto")
-        if plan in ("range", "vector") and collections:
+        if plan == "range" and collections:
             raise UsageError(f"--plan {plan} cannot merge {collections[0]} (a set, a list of values or a sketch):"
-                             " use --plan explode, dyadic, python or auto")  # fmt: skip
+                             " use --plan vector, explode, dyadic, python or auto")  # fmt: skip
         if plan == "range" and not rangeable:
             raise UsageError("--plan range covers count, count:col and sums or means of integer columns: "
                              "use dyadic or explode")  # fmt: skip
         if plan == "vector" and not vectorisable:
-            raise UsageError("--plan vector covers count, sum, mean, min and max of integer and float columns: "
-                             "use dyadic or explode")  # fmt: skip
+            raise UsageError("--plan vector covers count, sum, mean, min and max of integer and float columns and"
+                             " the distinct counts and quantiles: use dyadic or explode")  # fmt: skip
         return Choice(plan, f"--plan {plan}", per_event,
                       ids and (plan in ("range", "dyadic", "vector") or (plan == "explode" and sampled)))  # fmt: skip
     if needs_python:
         return Choice("python", needs_python)
-    if collections:  # sets, value lists, sketches: built per window from its values, in the workers
-        return Choice("python", f"{collections[0]}: each window's set, values or sketch built at once from its"
-                      " values by the batch path (measured faster than explode and dyadic, docs/BENCHMARKS.md)",
-                      per_event)  # fmt: skip
-    if vectorisable and read_plan(prepared, cfg) is not None and (prepared.input_bytes or 0) >= READ_SIDE_FROM:
+    if collections and vectorisable and read_plan(prepared, cfg) is None:  # sets, value lists, sketches
+        return Choice("vector", f"{collections[0]}: each task builds its windows' sets, values or sketches from its"
+                      " own events, and only those merge (measured faster than the Python plan, explode and"
+                      " dyadic, docs/BENCHMARKS.md)", per_event, ids)  # fmt: skip
+    if vectorisable and read_plan(prepared, cfg) is not None and (
+            collections or (prepared.input_bytes or 0) >= READ_SIDE_FROM):  # fmt: skip
         return Choice("vector", "plain Parquet columns: each task reads its row groups and reduces them to window"
                       " partials in numpy, whatever the windows per event", per_event)  # fmt: skip
     if per_event is None:
@@ -209,9 +210,20 @@ def _range_kind(prepared: Prepared, spec: str) -> bool:
 
 def _vector_kind(prepared: Prepared, spec: str) -> bool:
     agg = parse_aggregate(spec)
-    if agg.capabilities.sql in MERGED_AS_COLLECTIONS:
-        return False
+    if agg.capabilities.sql in MERGED_AS_COLLECTIONS:  # built per window by the batch path, any column type
+        return True
     return agg.column is None or isinstance(prepared.value_types[agg.column], (T.LongType, T.DoubleType))
+
+
+def _partial_type(column: PartialColumn, source: T.DataType | None) -> T.DataType:
+    """The Spark type of a partial column that vector's tasks write: a set or value list is an array of its
+    column's type, a sketch its bytes, a merged value keeps its column's type, counts and sums are longs."""
+    kind = column.merge.partition(":")[0]
+    if kind in ("set", "list"):
+        return T.ArrayType(source)
+    if kind in ("hll", "kll"):
+        return T.BinaryType()
+    return source if column.derive == "value" else T.LongType()
 
 
 def window_runs(rows: DataFrame, cfg: RunConfig, keys: list[str], series_start: str) -> DataFrame:
@@ -398,8 +410,7 @@ def parquet_window_job(spark, prepared: Prepared, cfg: RunConfig, plan: ReadPlan
     parts, columns = _partials(outputs, prepared)  # the same columns as ``plan.partials``
     schema = T.StructType([
         *[T.StructField(k, t) for k, t in zip(keys, prepared.key_types, strict=True)], T.StructField(K, T.LongType()),
-        *[T.StructField(c.name, prepared.value_types[c.source] if c.derive == "value" else T.LongType())
-          for c in columns],
+        *[T.StructField(c.name, _partial_type(c, prepared.value_types.get(c.source))) for c in columns],
         *[T.StructField(c, T.LongType()) for c in COUNTS],
     ])  # fmt: skip
     arrow_schema = to_arrow_schema(schema)
@@ -706,12 +717,13 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
     key_cols = [quoted(k) for k in keys]
     parts, columns = _partials(outputs, prepared)
     sources = sorted({c.source for c in columns if c.source is not None})
-    shipped = [F.when(F.col(valid_column(v)), F.col(v)).alias(v) for v in sources]
+    shipped = [F.col(v) if v in prepared.result_types else F.when(F.col(valid_column(v)), F.col(v)).alias(v)
+               for v in sources]  # a text column as read (null where missing), a number null where not valid
     inputs = active.select(*key_cols, F.col(A), F.col(B), *shipped)
     derived = [tuple(c) for c in columns]  # (name, merge, derive, source) as plain tuples, for the executors
     schema = T.StructType([  # a merged value keeps its column's type; counts, sums and the parts of sums are longs
         *[inputs.schema[k] for k in keys], T.StructField(K, T.LongType(), False),
-        *[T.StructField(c.name, inputs.schema[c.source].dataType if c.derive == "value" else T.LongType())
+        *[T.StructField(c.name, _partial_type(c, inputs.schema[c.source].dataType if c.source else None))
           for c in columns],
     ])  # fmt: skip
     chunk_rows = CHUNK_ROWS

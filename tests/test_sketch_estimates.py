@@ -37,7 +37,7 @@ AGGS = {
     "hll": "hll_sketch:subscriber",
     "kll": "kll_sketch:duration",
 }
-PATHS = [("local", "auto"), ("spark", "explode"), ("spark", "dyadic"), ("spark", "python")]
+PATHS = [("local", "auto"), ("spark", "explode"), ("spark", "dyadic"), ("spark", "python"), ("spark", "vector")]
 
 
 def _calls() -> pd.DataFrame:

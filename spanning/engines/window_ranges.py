@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MERGES = {"sum": np.add, "max": np.maximum, "min": np.fmin}  # fmin: NaN only when every value is NaN, as Spark's min
+COLLECTIONS = ("set", "list", "hll", "kll")  # merges whose partial is a set, a value list or a sketch (its bytes)
 DENSE_PER_EVENT = 4  # a dense (key, window) grid when it has at most this many cells per event
 LOW_BITS = 0xFFFFFFFF  # an exact integer sum is carried as two int64 sums, of value >> 32 and of value & LOW_BITS
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -240,9 +241,13 @@ def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Seq
     for source in {c[3] for c in columns if c[3] is not None}:
         column = table.column(source).combine_chunks()
         present = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
-        read[source] = (column.fill_null(0).to_numpy(zero_copy_only=False), present, column.type)
+        if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
+            column = column.fill_null(0)
+        read[source] = (column.to_numpy(zero_copy_only=False), present, column.type)  # text: None where null
     contributions = []
     for _, merge, derive, source in columns:
+        if merge.partition(":")[0] in COLLECTIONS:  # built per window below, from the events' values
+            continue
         if derive == "one":
             contributions.append((np.ones(n, np.int64), None, merge))
             continue
@@ -259,7 +264,58 @@ def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Seq
     got = aggregate_runs(codes, first_window, last_window, contributions)
     rows = pa.array(got.key_row)
     arrays = [table.column(k).take(rows).combine_chunks() for k in keys] + [pa.array(got.window)]
-    for (_, _, derive, source), column, present in zip(columns, got.values, got.present, strict=True):
+    numeric = iter(zip(got.values, got.present, strict=True))
+    collected = _collection_partials(codes, first_window, last_window, got, columns, read)
+    for name, _, derive, source in columns:
+        if name in collected:
+            arrays.append(collected[name])
+            continue
+        column, present = next(numeric)
         kind = read[source][2] if derive == "value" else pa.int64()
         arrays.append(pa.array(column, type=kind, mask=None if present is None else ~present))
     return pa.Table.from_arrays(arrays, names=[*keys, "_k", *[c[0] for c in columns]])
+
+
+def _collection_partials(codes, first, last, got: RunWindows, columns: Sequence[PartialSpec], read: dict) -> dict:
+    """The set, value list or sketch of each collection column (``COLLECTIONS``) per covered window, as Arrow
+    arrays by column name: built by the batch path's array faces (``spanning.aggregates.distinct``), each
+    event's run of windows being a run of consecutive rows of ``got`` (every window of a run is covered)."""
+    wanted = [c for c in columns if c[1].partition(":")[0] in COLLECTIONS]
+    if not wanted:
+        return {}
+    import pyarrow as pa
+
+    from spanning.aggregates.columns import BatchColumns
+    from spanning.aggregates.distinct import ApproxCountDistinct, ApproxPercentile, CountDistinct, Percentile
+
+    windows = len(got.window)
+    if len(first):  # each event's first window among the rows, ordered by (key, window) as got's
+        base = int(min(first.min(), got.window.min()))
+        span = int(max(last.max(), got.window.max())) - base + 1
+        if (int(codes.max()) + 1) * span >= 2**62:
+            raise OverflowError("window numbers too far apart for one int64 per (key, window)")
+        row = np.searchsorted(codes[got.key_row] * span + (got.window - base), codes * span + (first - base))
+    else:
+        row = np.zeros(0, np.int64)
+    cols = BatchColumns({source: (value if derive != "double" else value.astype(np.float64),
+                                  np.ones(len(value), bool) if present is None else present)
+                         for _, _, derive, source in wanted for value, present, _ in [read[source]]},
+                        np.arange(len(first)))  # fmt: skip
+    row_last = row + (last - first)
+    out = {}
+    for name, merge, _, source in wanted:
+        kind, _, size = merge.partition(":")
+        if kind == "set":
+            agg = CountDistinct(source)
+        elif kind == "list":
+            agg = Percentile(source, 0.5)  # its partial, the sorted values, whatever the quantile
+        elif kind == "hll":
+            agg = ApproxCountDistinct(source, int(size))
+        else:
+            agg = ApproxPercentile(source, 0.5, int(size))  # its partial, the sketch, whatever the quantile
+        (partials,) = agg.window_partials(cols, row, row_last, windows)
+        if kind in ("hll", "kll"):
+            out[name] = pa.array(partials.tolist(), type=pa.binary())
+        else:  # every window has a list, empty when none of its events had a value (Spark's flatten needs one)
+            out[name] = pa.array([list(p) for p in partials.tolist()], type=pa.list_(read[source][2]))
+    return out
