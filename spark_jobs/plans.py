@@ -146,12 +146,12 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
                       ids and (plan in ("range", "dyadic", "vector") or (plan == "explode" and sampled)))  # fmt: skip
     if needs_python:
         return Choice("python", needs_python)
-    if collections and vectorisable and read_plan(prepared, cfg) is None:  # sets, value lists, sketches
-        return Choice("vector", f"{collections[0]}: each task builds its windows' sets, values or sketches from its"
-                      " own events, and only those merge (measured faster than the Python plan, explode and"
-                      " dyadic, docs/BENCHMARKS.md)", per_event, ids)  # fmt: skip
-    if vectorisable and read_plan(prepared, cfg) is not None and (
-            collections or (prepared.input_bytes or 0) >= READ_SIDE_FROM):  # fmt: skip
+    if collections:  # sets, value lists, sketches: built per window from its values, in the workers
+        return Choice("python", f"{collections[0]}: each window's set, values or sketch built at once from its"
+                      " values by the batch path and lowered there (measured faster than vector, whose windows"
+                      " Spark merges one Java union each, and than explode and dyadic, docs/BENCHMARKS.md)",
+                      per_event)  # fmt: skip
+    if vectorisable and read_plan(prepared, cfg) is not None and (prepared.input_bytes or 0) >= READ_SIDE_FROM:
         return Choice("vector", "plain Parquet columns: each task reads its row groups and reduces them to window"
                       " partials in numpy, whatever the windows per event", per_event)  # fmt: skip
     if per_event is None:

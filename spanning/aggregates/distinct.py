@@ -2,8 +2,9 @@
 
 None of them is invertible, so no subtract-on-evict; all of them merge, which is what slicing needs (Suzanne
 et al., §2.3 and §3): the per-event techniques merge slices' partials into windows. The batch path builds
-each window's partial at once from the values of its member events instead (``ObjectArrays``). Named after
-Spark's functions:
+each window's partial at once from the values of its member events instead (``ObjectArrays``; the HLL
+registers of windows in HLL mode from one scatter-max of their values' hashes, ``spanning.kernels.hll``).
+Named after Spark's functions:
 
 * ``count_distinct:col``: the number of distinct non-null values (Spark's ``count(DISTINCT col)``); partial:
   the set of values;
