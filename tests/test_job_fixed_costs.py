@@ -189,24 +189,25 @@ def test_a_worker_importing_one_kernel_does_not_import_pandas_and_the_public_nam
 
 
 def test_python_workers_are_warmed_in_the_background_and_a_failing_warm_up_is_silent(spark):
+    """Each warm-up is a Spark job of one task per core whose tasks import the modules in the Python workers:
+    one that imports completes every task; one whose import fails, fails its tasks, and nothing is raised."""
     from spark_jobs.session import warm_python_workers
 
-    def imported(batches):  # whether this (reused) worker has imported what the warm-up asked for
-        import sys
-
-        import pyarrow as pa
-
-        for _ in batches:
-            yield pa.RecordBatch.from_pydict({"seen": ["colorsys" in sys.modules]})
-
-    def workers_that_imported() -> list:
-        return [row["seen"] for row in spark.range(0, 16, 1, 16).mapInArrow(imported, "seen boolean").collect()]
-
-    assert not any(workers_that_imported()), "a worker had imported colorsys before the warm-up"
-    warmed = warm_python_workers(spark, ("numpy", "colorsys"))  # colorsys: a module nothing else here imports
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(None))
+    warmed = warm_python_workers(spark, ("numpy", "colorsys"))
+    warmed.join(timeout=120)
     failing = warm_python_workers(spark, ("no_such_module_for_spanning",))  # the query would report it, not this
-    for thread in (warmed, failing):
-        thread.join(timeout=120)
-        assert not thread.is_alive()
-    # the workers are reused, so the warmed ones serve later tasks: 16 tasks go through every idle worker
-    assert any(workers_that_imported())
+    failing.join(timeout=120)
+    assert not warmed.is_alive() and not failing.is_alive()
+    jobs = sorted(set(tracker.getJobIdsForGroup(None)) - before)
+    assert len(jobs) == 2, jobs
+    cores = spark.sparkContext.defaultParallelism
+    for job, succeeds in zip(jobs, (True, False), strict=True):
+        info = tracker.getJobInfo(job)
+        stages = [tracker.getStageInfo(stage) for stage in info.stageIds]
+        assert info.status == ("SUCCEEDED" if succeeds else "FAILED"), info
+        if succeeds:
+            assert sum(stage.numCompletedTasks for stage in stages) == cores
+        else:
+            assert sum(stage.numFailedTasks for stage in stages) >= 1
