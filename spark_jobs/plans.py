@@ -148,8 +148,8 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
         return Choice("python", needs_python)
     if collections:  # sets, value lists, sketches: built per window from its values, in the workers
         return Choice("python", f"{collections[0]}: each window's set, values or sketch built at once from its"
-                      " values by the batch path and lowered there (measured faster than vector, whose windows"
-                      " Spark merges one Java union each, and than explode and dyadic, docs/BENCHMARKS.md)",
+                      " values by the batch path and lowered there (measured faster than vector, explode and"
+                      " dyadic, docs/BENCHMARKS.md)",
                       per_event)  # fmt: skip
     if vectorisable and read_plan(prepared, cfg) is not None and (prepared.input_bytes or 0) >= READ_SIDE_FROM:
         return Choice("vector", "plain Parquet columns: each task reads its row groups and reduces them to window"
