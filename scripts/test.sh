@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh), lint, then run the whole test suite.
+# Set up (scripts/setup.sh), lint, then run the whole test suite (SPANNING_TEST_DEPTH: tests/budget.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/ruff check spanning buckets sweeping spark_jobs tests bench
-.venv/bin/python -m pytest --doctest-modules spanning tests "$@"
+# two workers: one holds the Spark session and its tests, the other the rest (tests/conftest.py); the slowest named
+.venv/bin/python -m pytest --doctest-modules spanning tests -n 2 --dist loadgroup --durations=8 "$@"

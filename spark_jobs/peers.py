@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from spanning.app.cdr import generate_cdr
 from spanning.app.jobspec import EventFields, InputFiles, RunConfig, SparkOptions, WindowQuery
 from spark_jobs.prepare import END, START
-from spark_jobs.run import compute
+from spark_jobs.run import compute, release
 from spark_jobs.session import get_session
 
 AGGS = ["count", "sum:bytes", "max:duration"]
@@ -160,6 +160,6 @@ def spark_vs_sql(rows: int, repeat: int, progress: Callable[[str], None] = print
                                 "plan_reason": choices[0].reason if name == "job" else "",
                                 "ratios": [b / a for a, b in zip(timings["job"], timings["sql"], strict=True)],
                                 })  # fmt: skip
-            spark.catalog.clearCache()  # a job over text input persists its validated rows: free them
+            release(computed)  # a job over text input persists its validated rows: free them
     shutil.rmtree(out, ignore_errors=True)
     return records, agreement

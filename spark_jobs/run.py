@@ -77,13 +77,23 @@ class Computed(NamedTuple):
     choices: list[Choice]
     counted_by_windows: bool  # the windows' pass counts (one spec): rejected/ (and late/ for a JVM plan, whose
     # count is then among ``counts``) needs no pass when there are none
+    persisted: tuple[DataFrame, ...] = ()  # cached for the job's passes: ``release`` drops them after the writes
+
+
+def release(job: Computed) -> None:
+    """Drop what ``compute`` cached. Spark's cache matches a later query by its plan, so a later job of this
+    session over the same path (rewritten since) would otherwise read the old rows from the cache."""
+    for frame in job.persisted:
+        frame.unpersist()
 
 
 def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
     """The windows, late events and rejected rows of ``cfg`` as lazy DataFrames, with the plans chosen."""
     prepared = load(spark, cfg, inputs)
+    persisted = []
     if not prepared.columnar:  # parsing text costs more than caching it; a Parquet scan costs less
         prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(prepared.rows)
     query, execution = cfg.query, cfg.execution
     if execution.height == "auto":  # Table 4's cost model on the sizes of (a sample of) the events
         keys = [quoted(k) for k in prepared.keys]
@@ -135,6 +145,7 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
     ]
     if any(c.plan == "python" for c in choices):  # one Python pass yields windows and late rows together
         out = out.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(out)
         late_ids = out.where(F.col(LATE_SEQ).isNotNull()).select(F.col(LATE_SEQ).alias(SEQ), *tag, F.col(MISSED))
         late_parts.append(
             prepared.rows.join(late_ids, SEQ).select(*as_read(prepared), *tag, F.col(MISSED).alias("windows_missed"))
@@ -154,7 +165,7 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
     if not counted_by_windows:  # every row passes here once, on its way to rejected/ or not
         rejected = rejected.observe(counts, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected"))
     rejected = rejected.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
-    return Computed(counts, windows, late_events, rejected, choices, counted_by_windows)
+    return Computed(counts, windows, late_events, rejected, choices, counted_by_windows, tuple(persisted))
 
 
 def write(frame: DataFrame, path: str, fmt: str) -> None:
@@ -180,7 +191,10 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
         progress("reading the input and planning the windows")
         job = compute(spark, cfg, inputs)  # user mistakes show here, before any output
         progress("computing and writing the windows, the rejected and the late rows")
-        return _write_outputs(spark, cfg, job, began)
+        try:
+            return _write_outputs(spark, cfg, job, began)
+        finally:
+            release(job)
 
 
 def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float) -> dict:

@@ -1,5 +1,11 @@
 """Session-wide fixtures: one Spark session for the whole test run (local[2]), started only by tests that need
-it, and a bare Python for the executors of a cluster test, created only by tests that need it."""
+it, and a bare Python for the executors of a cluster test, created only by tests that need it.
+
+The suite runs on two pytest-xdist workers (``scripts/test.sh``: ``-n 2 --dist loadgroup``). Every test that
+asks for the ``spark`` fixture is put in one group, so one worker holds the one Spark session and runs all of
+them, while the other worker runs the pure-Python tests and the ones that start their own processes (a
+cluster, ``spark-submit``, a killed stream); a test that starts an in-process session without the fixture
+fails (``_no_session_of_its_own``)."""
 
 from __future__ import annotations
 
@@ -14,11 +20,46 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+from tests.budget import examples
+
+# property tests that name no number draw the default 100, scaled like the others (tests/budget.py)
+settings.register_profile("spanning", max_examples=examples(100))
+settings.load_profile("spanning")
 
 # all that an executor of a cluster needs installed (pip name: import name); protobuf for spanning stream's state API
 BARE_PACKAGES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "protobuf": "google.protobuf"}
 # what must not leak into the bare Python, whatever the machine's configuration
 _OWN_ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the group marks into the test ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))  # one worker, one session (see the docstring)
+
+
+def _active_spark_context() -> object | None:
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context
+
+
+@pytest.fixture(autouse=True)
+def _no_session_of_its_own(request) -> Iterator[None]:
+    """A test that does not ask for ``spark`` must not start an in-process Spark session: under ``--dist
+    loadgroup`` it may run on the worker without the session, where it would be a second one."""
+    if "spark" in request.fixturenames and os.environ.get("PYTEST_XDIST_WORKER"):
+        assert request.node.nodeid.endswith("@spark"), (
+            "the Spark tests are not on one worker: run with --dist loadgroup and pytest < 9.2 (see pyproject)")
+    before = _active_spark_context()
+    yield
+    if "spark" not in request.fixturenames and before is None:
+        assert _active_spark_context() is None, "this test starts Spark in-process: ask for the spark fixture"
 
 
 @pytest.fixture(scope="session", autouse=True)

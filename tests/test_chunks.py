@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import spanning
 from spanning.engines.engine import build_aggregates
 from spanning.engines.streams import SortedStreamAggregator
+from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 
@@ -42,7 +43,7 @@ def feed_in_chunks(stream, frame, cuts):
     return (pd.concat(nonempty, ignore_index=True) if nonempty else windows[0]), late
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     spec=window_specs(),
     events=streams(max_events=50),
@@ -60,7 +61,7 @@ def test_chunked_stream_equals_aggregate_and_oracle(spec, events, cuts, fill_nul
     assert_same_windows(frame_windows(out, ALL_AGGREGATES), expected)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(spec=window_specs(), events=streams(max_events=40), cuts=st.lists(st.integers(0, 50), max_size=6))
 def test_chunked_earliest_series_start_equals_aggregate(spec, events, cuts):
     events = sorted_by_key_and_end(events)
@@ -80,7 +81,7 @@ def test_chunked_earliest_series_start_equals_aggregate(spec, events, cuts):
         assert_same_windows(got, expected)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     spec=window_specs(),
     events=streams(max_events=40),

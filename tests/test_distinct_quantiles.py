@@ -12,11 +12,12 @@ import spanning
 from spanning.aggregates import parse_aggregate
 from spanning.aggregates.distinct import order_free
 from spanning.swag import ALGORITHMS, NEEDS_INVERSE
+from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import DISTINCT_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 from tests.test_techniques import assert_technique_equals_oracle
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EXACT = DISTINCT_AGGREGATES
 SKETCHED = {"a_x": "approx_count_distinct:x", "a_z": "approx_count_distinct:z:5", "q_y": "approx_percentile:y:0.9"}
 SLICING = sorted(set(spanning.TECHNIQUES) - {"sweeping"})
@@ -102,7 +103,7 @@ def test_merged_window_sketches_equal_one_sketch_over_the_union():
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=window_specs(), events=streams())
 def test_point_events_through_every_swag(name, spec, events):
     events = [(key, start, start, row) for key, start, _, row in events]

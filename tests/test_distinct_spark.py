@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from spanning.aggregates.distinct import java_inclusive_rank, order_free, percentile_of_sorted
+from tests.budget import examples
 from tests.test_plans import _oracle, _plan_output, _same, streams
 
 DISTINCT_AGGS = ["count", "count_distinct:v", "count_distinct:f", "percentile:v:0.5", "percentile:f:0.95",
@@ -18,7 +19,7 @@ DISTINCT_AGGS = ["count", "count_distinct:v", "count_distinct:f", "percentile:v:
 
 
 @pytest.mark.parametrize("plan", ["explode", "dyadic", "python", "vector", "parquet"])
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=streams())
 def test_plans_equal_the_oracle(spark, tmp_path_factory, plan, case):
     frame, window, ttp, series = case

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import spanning
 from spanning.engines.engine import build_aggregates
 from spanning.engines.streams import SortedEngineStream, SortedStreamAggregator
+from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import assert_same_windows, frame_windows
 
@@ -463,7 +464,7 @@ def check_sums(run, events, spec):
         assert_same_windows(run(), expected)
 
 
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SPECS = st.tuples(st.integers(1, 12), st.integers(1, 6), st.sampled_from([0, 2, 30]), st.integers(-3, 3))
 
 
@@ -511,7 +512,7 @@ def test_mean_and_extremes_of_huge_ints_equal_the_oracle(spec, events):
 KEY_OBJECTS = ["cell-1", "cell-2", "", None, "nan", "NA"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     runs=st.lists(st.tuples(st.sampled_from(KEY_OBJECTS), st.integers(1, 40), st.booleans()), min_size=1),
     per_row=st.booleans(),

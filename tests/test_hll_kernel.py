@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from spanning.aggregates.distinct import order_free
 from spanning.kernels import hll
 from spanning.kernels.hll import coupons, hll8_bytes, hll_mode_windows, promotion_count
+from tests.budget import examples
 
 HLL_8 = ds.tgt_hll_type.HLL_8
 
@@ -60,7 +61,7 @@ def test_hll8_bytes_are_the_library_s_but_for_hip_and_the_order_flag(lg_k, kind)
         order_free(library)).get_estimate()  # fmt: skip
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(0, 700), min_size=1, max_size=8), distinct=st.integers(1, 900),
        lg_k=st.sampled_from([4, 6, 8, 9]), text=st.booleans(), seed=st.integers(0, 2**32 - 1))  # fmt: skip
 def test_windows_in_hll_mode_hold_the_library_s_registers(monkeypatch, sizes, distinct, lg_k, text, seed):

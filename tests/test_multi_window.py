@@ -15,10 +15,11 @@ from spanning import PairsSlicer, WindowSpec
 from spanning.engines.multi_window import MultiEngine
 from spanning.kernels.windows import UnionSlicer
 from spanning.swag import MULTI_RANGE
+from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @given(specs=st.lists(window_specs(), min_size=1, max_size=3))
@@ -129,7 +130,7 @@ def test_shared_plan_errors():
         eng.insert(7, 3, {"bytes": 1})
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs=st.lists(window_specs(), min_size=1, max_size=3, unique=True), events=streams(max_events=30),
        sharing=st.sampled_from(["all", "none", "weaveshare"]))  # fmt: skip
 def test_aggregate_many_equals_one_aggregate_per_spec(specs, events, sharing):

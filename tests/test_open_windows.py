@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from spanning.engines.engine import build_aggregates
 from spanning.engines.open_windows import OpenWindows, StateFormatError
 from spanning.kernels.windows import WindowSpec
+from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import (
     ALL_AGGREGATES,
@@ -60,7 +61,7 @@ def run_stream(batches, spec, aggregates, shuffle_seed, series_start=None):
     return out, late
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     spec=window_specs(),
     events=streams(max_events=50),
@@ -72,7 +73,7 @@ def test_micro_batched_stream_equals_oracle(spec, events, cuts, shuffle_seed, ex
     assert_stream_equals_oracle(spec, events, cuts, shuffle_seed, explicit_start, ALL_AGGREGATES)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=window_specs(), events=streams(max_events=50), cuts=st.lists(st.integers(0, 60), max_size=8),
        shuffle_seed=st.integers(0, 1000), explicit_start=st.booleans())  # fmt: skip
 def test_micro_batched_distinct_counts_and_percentiles_equal_oracle(spec, events, cuts, shuffle_seed, explicit_start):

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spanning.engines.parquet_partials import COUNTS, ReadPlan, counted_batches, pieces, reduce_rows
+from tests.budget import examples
 
 PARTIALS = [("_n", "sum", "one", None), ("_nv", "sum", "valid", "_v0"), ("_h", "sum", "high", "_v0"),
             ("_l", "sum", "low", "_v0"), ("_maxf", "max", "value", "_v1"), ("_minf", "min", "value", "_v1"),
@@ -48,7 +49,7 @@ def _as_table(cells, starts, ends, values, floats, timestamps):
                      "f": pa.array(floats, pa.float64())})  # fmt: skip
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(case=tables())
 def test_partials_and_counts_equal_the_definition(case):
     cells, starts, ends, values, floats, (w, s), ttp, series, timestamps = case

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 
 import spanning
 from spanning.swag import ALGORITHMS, NEEDS_INVERSE
+from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 from tests.test_properties import run_engines
@@ -26,7 +27,7 @@ def as_points(events):
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=window_specs(), events=streams())
 def test_point_windows_equal_oracle(name, spec, events):
     events = as_points(events)
@@ -49,7 +50,7 @@ def test_point_windows_equal_oracle(name, spec, events):
     assert_same_windows(frame_windows(out, aggregates), expected)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(spec=window_specs(), events=streams())
 def test_count_based_windows(spec, events):
     """Count-based: a row's time is its arrival number within its key; windows count arrivals."""

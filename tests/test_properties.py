@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 
 import spanning
 from spanning.engines.keyed import KeyedBatch, KeyedDriver, PerEventKeys
+from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def run_engines(events, spec, aggregates, technique="se-slicing", height=1, series_start=None):
@@ -71,7 +72,7 @@ def test_explicit_series_start(spec, events, series_start):
     assert_same_windows(frame_windows(out, aggregates, key=None), {None: expected.get(0, [])} if events else {})
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(spec=window_specs(), events=streams())
 def test_user_aggregate_runs_per_event_path(spec, events):
     """A user-defined aggregate makes aggregate() fall back to the per-event engine: same answers."""
@@ -91,7 +92,7 @@ def test_user_aggregate_runs_per_event_path(spec, events):
     assert dict(zip(late.index.tolist(), late["windows_missed"].tolist(), strict=True)) == expected_late
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(spec=window_specs(), events=streams())
 def test_arrow_table_input(spec, events):
     frame = to_frame(events)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import spanning
 from spanning import WindowSpec, count
 from spanning.techniques.se_ml_slicing import SEMLSlicing
+from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, streams, window_specs
 from tests.test_properties import run_engines
@@ -65,7 +66,7 @@ def test_release_reads_d_n_omega_plus_d_d_minus_1_over_2(height, per_window):
     assert tech.reads == height * per_window + height * (height - 1) // 2
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=window_specs(), events=streams(), height=st.integers(1, 8))
 def test_se_ml_slicing_equals_se_slicing_and_oracle(spec, events, height):
     expected, expected_late = oracle(events, *spec, ALL_AGGREGATES)

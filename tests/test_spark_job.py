@@ -191,6 +191,25 @@ def test_rejected_rows_have_reasons_and_counts_reconcile(spark, tmp_path):
     assert windows.loc[windows["cell"] == "b", "sum_bytes"].isna().all()  # a null value is not a rejection
 
 
+def test_a_second_job_in_the_session_reads_a_rewritten_file_again(spark, tmp_path):
+    """The job caches the parsed rows of a text input for its passes and drops them after its writes: Spark's
+    cache matches a later query by its plan, so a second job over the same path (rewritten) would see the old
+    rows (found when the suite's temp folders were reused under pytest-xdist)."""
+    from spark_jobs.run import run_spark
+
+    csv = tmp_path / "calls.csv"
+    header = "call_id,cell,start,end,bytes\n"
+    csv.write_text(header + "1,a,2024-01-01 00:00:00,2024-01-01 00:10:00,100\n")
+    run_spark(config([csv], tmp_path / "first", aggregates=["count", "sum:bytes"]))
+    csv.write_text(header + "1,b,2024-01-01 00:00:00,2024-01-01 00:10:00,7\n2,b,2024-01-01 00:01:00,"
+                            "2024-01-01 00:02:00,8\n")  # fmt: skip
+    summary = run_spark(config([csv], tmp_path / "second", aggregates=["count", "sum:bytes"]))
+    assert summary["rows_read"] == 2
+    windows = read_output(tmp_path / "second" / "windows")
+    assert set(windows["cell"]) == {"b"} and windows["sum_bytes"].max() == 15
+    assert not spark.sparkContext._jsc.getPersistentRDDs(), "nothing of the jobs stays cached"
+
+
 def test_public_cdr_file(spark, tmp_path):
     """The messy public layout: split date/time columns, d/M/yyyy, calls across midnight."""
     from spark_jobs.run import run_spark

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spanning.swag import ALGORITHMS, NEEDS_INVERSE, EmptyWindowError
+from tests.budget import examples
 from tests.swag_harness import MONOIDS, CountingMonoid, check_against_recalc, operations
 
 
@@ -29,7 +30,7 @@ CASES = [(name, monoid) for name in sorted(ALGORITHMS) for monoid in monoids_for
 
 
 @pytest.mark.parametrize(("name", "monoid"), CASES)
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(data=st.data())
 def test_equals_recalc(name, monoid, data):
     check_against_recalc(make(name), monoid, data.draw(operations(MONOIDS[monoid][3])))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from spanning.swag.daba import DABA
 from spanning.swag.daba_lite import DABALite
 from spanning.swag.protocol import EmptyWindowError
+from tests.budget import examples
 from tests.swag_harness import MONOIDS, CountingMonoid, check_against_recalc, operations
 
 CLASSES = [DABA, DABALite]
@@ -25,7 +26,7 @@ AVERAGES = {DABA: {"insert": 2.5, "evict": 1.5}, DABALite: {"insert": 2.0, "evic
 
 
 @pytest.mark.parametrize("monoid", list(MONOIDS))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 def test_daba_against_recalc(monoid, data):
     ops = data.draw(operations(MONOIDS[monoid][3]))
@@ -33,7 +34,7 @@ def test_daba_against_recalc(monoid, data):
 
 
 @pytest.mark.parametrize("monoid", list(MONOIDS))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 def test_daba_lite_against_recalc(monoid, data):
     ops = data.draw(operations(MONOIDS[monoid][3]))
@@ -111,7 +112,7 @@ CHECKERS = {DABA: _check_daba_invariants, DABALite: _check_daba_lite_invariants}
 
 
 @pytest.mark.parametrize("cls", CLASSES)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=operations(MONOIDS["concat"][3]))
 def test_invariants_hold_after_every_operation(cls, ops):
     s, window = cls(lambda x, y: x + y, ""), []

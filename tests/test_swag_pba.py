@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from spanning.swag.pba import PBA, THREAD_PREFIX
 from spanning.swag.protocol import EmptyWindowError
 from spanning.swag.sba import SBA, lcs_in_place
+from tests.budget import examples
 from tests.swag_harness import MONOIDS, CountingMonoid, check_against_recalc, operations
 
 BLOCKS = (1, 2, 3, 8)
@@ -36,7 +37,7 @@ def no_leaked_threads():
 
 @pytest.mark.parametrize("block", BLOCKS)
 @pytest.mark.parametrize("monoid", sorted(MONOIDS))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 def test_sba_matches_recalc(monoid, block, data):
     ops = data.draw(operations(MONOIDS[monoid][3]))
@@ -45,7 +46,7 @@ def test_sba_matches_recalc(monoid, block, data):
 
 @pytest.mark.parametrize("block", BLOCKS)
 @pytest.mark.parametrize("monoid", sorted(MONOIDS))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 def test_pba_matches_recalc(monoid, block, data):
     ops = data.draw(operations(MONOIDS[monoid][3]))

@@ -15,6 +15,7 @@ from spanning.swag.flatfit import FlatFIT
 from spanning.swag.protocol import EmptyWindowError
 from spanning.swag.recalc import Recalc
 from spanning.swag.slickdeque import SlickDeque, SlickDequeInv, SlickDequeNonInv
+from tests.budget import examples
 from tests.swag_harness import MONOIDS, CountingMonoid, check_against_recalc, operations
 
 NEG_INF, POS_INF = float("-inf"), float("inf")
@@ -36,26 +37,26 @@ class Counted:
 
 @pytest.mark.parametrize("cls", [FlatFAT, FlatFIT])
 @pytest.mark.parametrize("monoid", ["concat", "sum", "max"])
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 def test_tree_and_index_against_recalc(cls, monoid, data):
     ops = data.draw(operations(MONOIDS[monoid][3]))
     check_against_recalc(lambda c, i, inv: cls(c, i), monoid, ops)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=operations(MONOIDS["max"][3]))
 def test_slickdeque_non_invertible_max_against_recalc(ops):
     check_against_recalc(lambda c, i, inv: SlickDeque(c, i), "max", ops)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=operations(MONOIDS["sum"][3]))
 def test_slickdeque_invertible_sum_against_recalc(ops):
     check_against_recalc(lambda c, i, inv: SlickDeque(c, i, inverse=inv), "sum", ops)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=operations(MONOIDS["sum"][3]), ranges=st.lists(st.integers(1, 12), max_size=4))
 def test_slickdeque_invertible_with_registered_ranges_against_recalc(ops, ranges):
     """Registered ranges change the bookkeeping of insert/evict, never the whole-window answer."""
@@ -75,7 +76,7 @@ def run_against(swag, reference, ops) -> None:
         assert swag.query() == reference.query()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=operations(st.integers(-50, 50)))
 def test_slickdeque_non_invertible_min_against_recalc(ops):
     run_against(SlickDeque(min, POS_INF), Recalc(min, POS_INF), ops)
@@ -86,7 +87,7 @@ def first_max(a, b):
     return b if b[0] > a[0] else a
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=operations(st.tuples(st.integers(-3, 3), st.integers(0, 5))))
 def test_slickdeque_non_invertible_non_commutative_selective(ops):
     identity = (NEG_INF, -1)
@@ -138,20 +139,20 @@ def check_ranges(swag, combine, identity, ops) -> None:
         assert len(swag) == len(window)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=range_operations(st.integers(-50, 50)))
 def test_slickdeque_non_invertible_ranges(ops):
     check_ranges(SlickDeque(max, NEG_INF), max, NEG_INF, ops)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=range_operations(st.integers(-1000, 1000)), ranges=st.lists(st.integers(1, 12), max_size=3))
 def test_slickdeque_invertible_ranges(ops, ranges):
     check_ranges(SlickDeque(operator.add, 0, inverse=operator.sub, ranges=ranges), operator.add, 0, ops)
 
 
 @pytest.mark.parametrize("cls", [FlatFAT, FlatFIT])
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=range_operations(st.text(alphabet="abcdefgh", min_size=1, max_size=2)))
 def test_tree_and_index_ranges_keep_order(cls, ops):
     check_ranges(cls(operator.add, ""), operator.add, "", ops)
@@ -352,7 +353,7 @@ def test_slickdeque_invertible_single_query_two_operations_per_slide():
         assert plus.calls + minus.calls - before == 2
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(values=st.lists(st.integers(0, 30), min_size=1, max_size=300), n=st.integers(1, 40))
 def test_slickdeque_non_invertible_fewer_than_two_operations_per_slide(values, n):
     """Every partial is tested at most twice in its lifetime (§4.1): ⊗ calls < 2 per inserted value."""

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import spanning
+from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
 from tests.test_properties import run_engines
@@ -18,7 +19,7 @@ def test_all_techniques_are_registered():
 
 
 @pytest.mark.parametrize("technique", TECHNIQUES)
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=window_specs(), events=streams())
 def test_technique_equals_oracle(technique, spec, events):
     assert_technique_equals_oracle(technique, spec, events, ALL_AGGREGATES, height=3)
@@ -34,7 +35,7 @@ def assert_technique_equals_oracle(technique, spec, events, aggregates, height):
 
 
 @pytest.mark.parametrize("technique", ["tuple-buckets", "aggregate-buckets", "sweeping"])
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(spec=window_specs(), events=streams())
 def test_aggregate_takes_every_technique(technique, spec, events):
     expected, _ = oracle(events, *spec, ALL_AGGREGATES)

@@ -33,6 +33,7 @@ from spanning.sharing import (
     window_partials,
 )
 from spanning.swag.slickdeque import SlickDeque
+from tests.budget import examples
 
 queries_st = st.tuples(st.integers(1, 60), st.integers(1, 12))
 groups_st = st.lists(queries_st, min_size=1, max_size=5).map(tuple)
@@ -79,7 +80,7 @@ def test_f1_g1_shape():
     assert f1(s) == lcm * (g1_1 - g1_2 + g1_3) == len(brute_force_edges(tuple((x, x) for x in s)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(group=groups_st, pairs=st.booleans())
 def test_edges_closed_form_matches_enumeration(group, pairs):
     brute = brute_force_edges(group, pairs)
@@ -90,7 +91,7 @@ def test_edges_closed_form_matches_enumeration(group, pairs):
         assert f1([s for _, s in group]) == len(brute)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(group=groups_st)
 def test_edges_bounds(group):
     lcm = composite_slide(group)
@@ -99,7 +100,7 @@ def test_edges_bounds(group):
     assert e <= sum((lcm // s) * (2 if r % s else 1) for r, s in set(group))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(q=queries_st)
 def test_pairs_partials_per_window_table_1(q):
     """Table 1, Pairs: r/s partials when r % s = 0, else 2⌊r/s⌋ + 1, in every window."""
@@ -231,7 +232,7 @@ def test_weave_share_selective_sharing():
 plan_st = st.lists(st.tuples(st.integers(1, 40), st.sampled_from([1, 2, 3, 4, 5, 6, 8, 10, 12])), max_size=7)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(qs=plan_st, technique=st.sampled_from(TECHNIQUES), rate=st.sampled_from([Fraction(1, 50), 1, 20]))
 def test_weave_share_properties(qs, technique, rate):
     plan = weave_share(qs, technique, input_rate=rate)
@@ -247,7 +248,7 @@ def test_weave_share_properties(qs, technique, rate):
             assert gain - omega(a + b, technique, input_rate=rate) <= 0
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     q=queries_st,
     technique=st.sampled_from(TECHNIQUES),

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spanning.engines.window_ranges import aggregate_runs, key_codes
+from tests.budget import examples
 
 MERGE = {"sum": sum, "max": max, "min": min}
 
@@ -41,7 +42,7 @@ def brute_force(codes, first, last, column, present, merge):
     return {where: (MERGE[merge](v) if v else None) for where, v in out.items()}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=runs())
 def test_every_merge_equals_the_definition(case):
     codes, first, last, ints, floats, present = case
