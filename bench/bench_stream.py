@@ -9,9 +9,16 @@ Python worker warm-up) and the final flush.
     python bench/bench_stream.py                       # 1M CDRs, 10k cells, 100k rows per trigger
     python bench/bench_stream.py --rows 200000 --rows-per-trigger 20000 --cells 2000
 
-With ``--peer``, the same files also go through what a Spark user would write instead: each call exploded
-into the windows it overlaps, ``withWatermark`` and ``groupBy(cell, window)`` in append mode (its rows
-behind the watermark are dropped, not reported), timed the same way.
+With ``--peer``, the same files also go through what a Spark user would write instead
+(``bench/sql_stream_job.py``): each call exploded into the windows it overlaps, ``withWatermark`` and
+``groupBy(cell, window)`` in append mode (its rows behind the watermark are dropped, not reported), timed the
+same way.
+
+With ``--processes``, both sides run as whole processes, as a user times them: ``spanning stream`` and the
+script, each a fresh ``python`` over the same files and a fresh checkpoint, interleaved (A, B, B, A, ...),
+for each ω/β of ``--shapes``; the ratio is the script's seconds over ours, per round:
+
+    python bench/bench_stream.py --processes --rows 600000 --shapes 15m/5m,15m/1m,1h/1m --rounds 2
 """
 
 from __future__ import annotations
@@ -118,21 +125,12 @@ def run_floor(folder: Path, work: Path) -> dict:
 def run_peer(folder: Path, work: Path) -> dict:
     """What a Spark user writes instead: explode each call into its windows, withWatermark, groupBy, append."""
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
+    from sql_stream_job import peer_query
+
+    from spanning.app.jobspec import parse_duration as d
 
     spark = SparkSession.getActiveSession()
-    schema = spark.read.parquet(str(folder)).schema
-    calls = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(folder))
-    start, end = F.unix_timestamp(F.to_timestamp("start")), F.unix_timestamp(F.to_timestamp("end"))
-    first = F.floor((start - 900) / 300) + 1  # windows [300k, 300k + 900) that the call overlaps
-    last = F.floor((F.greatest(end, start + 1) - 1) / 300)
-    windows = calls.where(start.isNotNull() & end.isNotNull() & (end >= start)).select(
-        "cell", "bytes", "duration", F.explode(F.sequence(first, last)).alias("k"))
-    windows = windows.withColumn("window_start", F.timestamp_seconds(F.col("k") * 300))
-    result = (windows.withWatermark("window_start", "25 minutes")  # window end + TTP, as ours releases
-              .groupBy("cell", "window_start")
-              .agg(F.count(F.lit(1)).alias("count"), F.sum("bytes").alias("sum_bytes"),
-                   F.max("duration").alias("max_duration")))  # fmt: skip
+    result = peer_query(spark, str(folder), d(QUERY["range"]), d(QUERY["slide"]), d(QUERY["ttp"]))
     written = []
 
     def each_batch(batch, batch_id):
@@ -184,6 +182,43 @@ def report(result: dict) -> dict:
     return out
 
 
+def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: int, archive: bool) -> None:
+    """``spanning stream`` against ``bench/sql_stream_job.py``, whole processes, interleaved; a Markdown table."""
+    from bench_spark_job import HERE, process_env, spread, timed_command
+
+    from spanning.app.jobspec import parse_duration as d
+
+    env, ttp = process_env(archive), d(QUERY["ttp"])
+    print("| ω/β (windows per event) | `spanning stream` s | hand-written stream s | ratio, rounds (min-max) "
+          "| ours: windows, late | peer: windows, rows dropped |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for range_, slide in shapes:
+        sides = {
+            "ours": [sys.executable, "-m", "spanning.cli", "stream", str(folder), "--range", str(range_), "--slide",
+                     str(slide), "--ttp", str(ttp), "--start", "start", "--end", "end", "--key", "cell",
+                     "--agg", "count", "--agg", "sum:bytes", "--agg", "max:duration", "--max-files-per-trigger", "1",
+                     "--master", "local[2]", "--output", str(work / "ours"), "--checkpoint", str(work / "ours-chk")],
+            "peer": [sys.executable, str(HERE / "sql_stream_job.py"), str(folder), str(work / "peer"), "--range",
+                     str(range_), "--slide", str(slide), "--ttp", str(ttp)],
+        }  # fmt: skip
+        times: dict[str, list[float]] = {"ours": [], "peer": []}
+        for round_ in range(rounds):
+            for side in ("ours", "peer") if round_ % 2 == 0 else ("peer", "ours"):  # A, B, B, A, ...
+                for folder_ in (work / side, work / f"{side}-chk"):
+                    shutil.rmtree(folder_, ignore_errors=True)  # a fresh stream each time
+                began = time.perf_counter()
+                timed_command(sides[side], env)
+                times[side].append(time.perf_counter() - began)
+        ours = json.loads((work / "ours" / "summary.json").read_text())
+        peer = json.loads((work / "peer" / "stats.json").read_text())
+        peer_windows = len(pd.read_parquet(work / "peer" / "windows", columns=["cell"]))
+        ratios = sorted(p / o for p, o in zip(times["peer"], times["ours"], strict=True))
+        print(f"| {range_ // 60}m/{slide // 60}m ({-(-range_ // slide)}) | {spread(times['ours'])} "
+              f"| {spread(times['peer'])} | **{float(np.median(ratios)):.2f}×** ({ratios[0]:.2f}-{ratios[-1]:.2f}) "
+              f"| {ours['windows_written']:,}, {ours['late']:,} | {peer_windows:,}, {peer['dropped']:,} |",
+              flush=True)  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -199,6 +234,11 @@ def main() -> int:
     parser.add_argument("--floor", action="store_true",
                         help="also the floor: read and validate each batch into a foreachBatch that only counts")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (ours, peer, ours, peer, ...)")
+    parser.add_argument("--processes", action="store_true",
+                        help="whole processes: spanning stream against bench/sql_stream_job.py, per --shapes")
+    parser.add_argument("--shapes", default="15m/5m,15m/1m,1h/1m", help="ω/β pairs for --processes")
+    parser.add_argument("--archive", choices=["on", "off"], default="off",
+                        help="--processes: the class archive on both sides (default off)")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="bench-stream-"))
@@ -207,6 +247,15 @@ def main() -> int:
         files = make_files(work / "in", args.rows, args.rows_per_trigger, args.cells, args.format, args.days)
         print(f"{args.rows:,} CDRs, {args.cells:,} cells, {files} {args.format} files of {args.rows_per_trigger:,} rows"
               f" ({time.perf_counter() - began:.1f} s to generate)")  # fmt: skip
+        if args.processes:
+            from spanning.app.jobspec import parse_duration as d
+
+            shapes = [tuple(d(x) for x in shape.split("/")) for shape in args.shapes.split(",")]
+            print(f"whole processes, {args.rounds} interleaved rounds, class archive {args.archive} on both sides, "
+                  f"TTP {QUERY['ttp']}, count + sum:bytes + max:duration, one file per trigger, available-now; "
+                  f"{os.cpu_count()} cores; ratio = hand-written s / ours s")  # fmt: skip
+            processes(work / "in", work, shapes, args.rounds, args.archive == "on")
+            return 0
         from spark_jobs.session import get_session
 
         get_session("local[2]")
