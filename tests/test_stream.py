@@ -96,23 +96,15 @@ def summary_of(output: Path) -> dict:
     return json.loads((output / "summary.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def _in_order_runs() -> dict[str, Path]:
-    return {}  # processor -> its run of in_order, made once whatever order the tests run in (xdist may mix them)
-
-
-@pytest.fixture(params=PROCESSORS)
-def in_order(spark, tmp_path_factory, request, _in_order_runs):
+@pytest.fixture(scope="module", params=PROCESSORS)
+def in_order(spark, tmp_path_factory, request):
     """The bundled sample as 10 files in end order, streamed one file per trigger, and the batch job on them."""
-    if request.param in _in_order_runs:
-        return _in_order_runs[request.param]
     base = tmp_path_factory.mktemp(f"stream-in-order-{request.param}")
     drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 10))
     assert stream_cli(str(base / "in"), "--output", str(base / "out"), "--checkpoint", str(base / "chk"), *QUERY,
                       "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
                       "--processor", request.param) == 0  # fmt: skip
     run_batch_job(base / "in", base / "batch")
-    _in_order_runs[request.param] = base
     return base
 
 
