@@ -29,15 +29,13 @@ import math
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from bench_spark_job import HERE, process_env, spread, timed_command
+from bench_spark_job import HERE, process_env, ratio_spread, spread, timed_command
 
 RSE = 1.04 / math.sqrt(2**12)  # HLL's relative standard error at lgK 12 (Spark's and our default)
 KLL_BOUND = 0.013294757464848584  # kll_doubles_sketch(200).normalized_rank_error(False): one rank, 99% confidence
@@ -159,16 +157,13 @@ def main() -> None:
             for round_ in range(args.repeat):
                 labels = ["ours", *forms] if round_ % 2 == 0 else [*forms, "ours"]  # A, B, B, A, ...
                 for label in labels:
-                    began = time.perf_counter()
-                    timed_command(ours if label == "ours" else peers[label], env)
-                    times[label].append(time.perf_counter() - began)
+                    times[label].append(timed_command(ours if label == "ours" else peers[label], env))
                 if round_ == 0:
                     answers = _check(kind, out, forms, path, range_)
             fastest = [min(times[f][i] for f in forms) for i in range(args.repeat)]
-            ratios = sorted(p / o for p, o in zip(fastest, times["ours"], strict=True))
             peer_cells = "; ".join(f"{form} {spread(times[form])}" for form in forms)
             print(f"| {range_ // 60}m/{slide // 60}m | {kind}: {' + '.join(aggs)} | {spread(times['ours'])} "
-                  f"| {peer_cells} | **{statistics.median(ratios):.2f}×** ({ratios[0]:.2f}-{ratios[-1]:.2f}) "
+                  f"| {peer_cells} | {ratio_spread(times['ours'], fastest)} "
                   f"| {answers} |", flush=True)  # fmt: skip
     shutil.rmtree(out, ignore_errors=True)
 

@@ -84,16 +84,19 @@ def process_env(archive: bool) -> dict:
     return env
 
 
-def timed_command(command: list[str], env: dict) -> None:
-    """Run ``command`` as a shell's ``time`` sees it: until its own process exits. Its output goes to files, not
-    pipes: a pipe would also wait for the JVM that PySpark started, which exits on its own once its Python
-    driver is gone (after the command's results are complete), for both commands alike."""
+def timed_command(command: list[str], env: dict) -> float:
+    """Run ``command`` and return its seconds as a shell's ``time`` sees them: until its own process exits. Its
+    output goes to files, not pipes: a pipe would also wait for the JVM that PySpark started, which exits on its
+    own once its Python driver is gone (after the command's results are complete), for both commands alike."""
     with tempfile.TemporaryFile() as err:
+        began = time.perf_counter()
         done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=err, check=False)
+        seconds = time.perf_counter() - began
         if done.returncode != 0:
             err.seek(0)
             raise SystemExit(f"{' '.join(command[:4])} ... failed ({done.returncode}):\n"
                              f"{err.read().decode(errors='replace')[-3000:]}")  # fmt: skip
+    return seconds
 
 
 def _same_windows(out: Path, aggs: list[str], keyed: bool = True) -> int:
@@ -117,6 +120,12 @@ def spread(times: list[float]) -> str:
     return f"{statistics.median(t):.1f} ({t[0]:.1f}-{t[-1]:.1f})"
 
 
+def ratio_spread(ours: list[float], theirs: list[float]) -> str:
+    """The peer's seconds over ours, round by round: the median in bold, then (min-max)."""
+    pairs = sorted(t / o for o, t in zip(ours, theirs, strict=True))
+    return f"**{statistics.median(pairs):.2f}×** ({pairs[0]:.2f}-{pairs[-1]:.2f})"
+
+
 def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: list[str], shapes: list,
               agg_sets: dict, floor: bool, plan: str = "auto") -> None:  # fmt: skip
     """Whole processes, interleaved (run, script, floor, run, script, floor, ...): ``spanning run`` against the
@@ -138,17 +147,13 @@ def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: 
                     times = {label: [] for label in labels}
                     for round_ in range(repeat):
                         for label in labels:
-                            began = time.perf_counter()
-                            timed_command(commands[label], env)
-                            times[label].append(time.perf_counter() - began)
+                            times[label].append(timed_command(commands[label], env))
                         if round_ == 0:
                             _same_windows(out, aggs, keyed=shape != "none")
                     chosen = json.loads((out / "run" / "summary.json").read_text())["plans"][0]
-                    pairs = sorted(y / x for x, y in zip(times["run"], times["sql"], strict=True))
                     cells = [data, shape if data == "int" else "text", f"{range_ // 60}m/{slide // 60}m", name,
                              f"{chosen['plan']} ({chosen['windows_per_event'] or 0:.1f})", spread(times["run"]),
-                             spread(times["sql"]),
-                             f"**{statistics.median(pairs):.2f}×** ({pairs[0]:.2f}-{pairs[-1]:.2f})"]  # fmt: skip
+                             spread(times["sql"]), ratio_spread(times["run"], times["sql"])]  # fmt: skip
                     if floor:
                         cells += [spread(times["floor"]),
                                   f"{statistics.median(times['run']) / statistics.median(times['floor']):.2f}×"]

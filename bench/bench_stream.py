@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 QUERY = dict(range="15m", slide="5m", ttp="10m")
+AGGREGATES = ["count", "sum:bytes", "max:duration"]  # those of the peer query (bench/sql_stream_job.py)
 
 
 def make_files(folder: Path, rows: int, per_file: int, cells: int, fmt: str, days: float = 1.0) -> int:
@@ -83,7 +84,7 @@ def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = No
     from spanning.app.stream_command import StreamOptions
     from spark_jobs.stream import run_stream
 
-    cfg = _config(folder, work / "out", ["count", "sum:bytes", "max:duration"], partitions)
+    cfg = _config(folder, work / "out", AGGREGATES, partitions)
     options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True,
                             processor=processor)
     began = time.perf_counter()
@@ -184,7 +185,7 @@ def report(result: dict) -> dict:
 
 def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: int, archive: bool) -> None:
     """``spanning stream`` against ``bench/sql_stream_job.py``, whole processes, interleaved; a Markdown table."""
-    from bench_spark_job import HERE, process_env, spread, timed_command
+    from bench_spark_job import HERE, process_env, ratio_spread, spread, timed_command
 
     from spanning.app.jobspec import parse_duration as d
 
@@ -196,7 +197,7 @@ def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: i
         sides = {
             "ours": [sys.executable, "-m", "spanning.cli", "stream", str(folder), "--range", str(range_), "--slide",
                      str(slide), "--ttp", str(ttp), "--start", "start", "--end", "end", "--key", "cell",
-                     "--agg", "count", "--agg", "sum:bytes", "--agg", "max:duration", "--max-files-per-trigger", "1",
+                     *[x for a in AGGREGATES for x in ("--agg", a)], "--max-files-per-trigger", "1",
                      "--master", "local[2]", "--output", str(work / "ours"), "--checkpoint", str(work / "ours-chk")],
             "peer": [sys.executable, str(HERE / "sql_stream_job.py"), str(folder), str(work / "peer"), "--range",
                      str(range_), "--slide", str(slide), "--ttp", str(ttp)],
@@ -206,15 +207,12 @@ def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: i
             for side in ("ours", "peer") if round_ % 2 == 0 else ("peer", "ours"):  # A, B, B, A, ...
                 for folder_ in (work / side, work / f"{side}-chk"):
                     shutil.rmtree(folder_, ignore_errors=True)  # a fresh stream each time
-                began = time.perf_counter()
-                timed_command(sides[side], env)
-                times[side].append(time.perf_counter() - began)
+                times[side].append(timed_command(sides[side], env))
         ours = json.loads((work / "ours" / "summary.json").read_text())
         peer = json.loads((work / "peer" / "stats.json").read_text())
         peer_windows = len(pd.read_parquet(work / "peer" / "windows", columns=["cell"]))
-        ratios = sorted(p / o for p, o in zip(times["peer"], times["ours"], strict=True))
         print(f"| {range_ // 60}m/{slide // 60}m ({-(-range_ // slide)}) | {spread(times['ours'])} "
-              f"| {spread(times['peer'])} | **{float(np.median(ratios)):.2f}×** ({ratios[0]:.2f}-{ratios[-1]:.2f}) "
+              f"| {spread(times['peer'])} | {ratio_spread(times['ours'], times['peer'])} "
               f"| {ours['windows_written']:,}, {ours['late']:,} | {peer_windows:,}, {peer['dropped']:,} |",
               flush=True)  # fmt: skip
 
@@ -252,7 +250,7 @@ def main() -> int:
 
             shapes = [tuple(d(x) for x in shape.split("/")) for shape in args.shapes.split(",")]
             print(f"whole processes, {args.rounds} interleaved rounds, class archive {args.archive} on both sides, "
-                  f"TTP {QUERY['ttp']}, count + sum:bytes + max:duration, one file per trigger, available-now; "
+                  f"TTP {QUERY['ttp']}, {' + '.join(AGGREGATES)}, one file per trigger, available-now; "
                   f"{os.cpu_count()} cores; ratio = hand-written s / ours s")  # fmt: skip
             processes(work / "in", work, shapes, args.rounds, args.archive == "on")
             return 0

@@ -7,9 +7,9 @@ Reads the folder's Parquet CDRs one file per trigger (available-now), explodes e
 in append mode: count, the sum of ``bytes`` and the max of ``duration``, written as Parquet. The watermark
 trails the latest window start by ``range + ttp``, so a window is final about when ``spanning stream``
 releases it. Rows behind the watermark are dropped without a word; the script writes their number, the rows
-read and the windows written to ``OUTPUT/stats.json``. Used by ``bench/bench_stream.py --processes`` to time
-whole processes against ``spanning stream``. Like the command, it does not stop Spark: the process exits and
-its JVM follows, so both are timed the same way.
+read and each trigger's seconds to ``OUTPUT/stats.json`` (the windows are in ``OUTPUT/windows``). Used by
+``bench/bench_stream.py --processes`` to time whole processes against ``spanning stream``. Like the command,
+it does not stop Spark: the process exits and its JVM follows, so both are timed the same way.
 """
 
 from __future__ import annotations
