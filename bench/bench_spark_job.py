@@ -69,8 +69,14 @@ def _commands(path: Path, out: Path, range_: int, slide: int, aggs: list[str], k
 
 
 def process_env(archive: bool) -> dict:
-    """The environment of both sides' processes: the driver's class archive on for both (``archive``), or off."""
+    """The environment of both sides' processes: the driver's class archive on for both (``archive``), or off,
+    and the same driver heap for both (the one ``spanning`` gives itself, ``session.driver_memory``)."""
+    from spark_jobs.session import driver_memory
+
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    memory = driver_memory()
+    if memory:
+        env["SPARK_DRIVER_MEMORY"] = memory
     if archive:
         from spark_jobs.class_archive import driver_options
         from spark_jobs.session import check_java, submit_args

@@ -183,38 +183,45 @@ def report(result: dict) -> dict:
     return out
 
 
-def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: int, archive: bool) -> None:
-    """``spanning stream`` against ``bench/sql_stream_job.py``, whole processes, interleaved; a Markdown table."""
+def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: int, archive: bool,
+              processors: list[str]) -> None:  # fmt: skip
+    """``spanning stream`` (each of ``processors``) against ``bench/sql_stream_job.py``, whole processes,
+    interleaved (the order rotates every round); a Markdown table."""
     from bench_spark_job import HERE, process_env, ratio_spread, spread, timed_command
 
     from spanning.app.jobspec import parse_duration as d
 
     env, ttp = process_env(archive), d(QUERY["ttp"])
-    print("| ω/β (windows per event) | `spanning stream` s | hand-written stream s | ratio, rounds (min-max) "
-          "| ours: windows, late | peer: windows, rows dropped |")  # fmt: skip
+    print("| ω/β (windows per event) | side | seconds (min-max) | script s / ours s, rounds (min-max) "
+          "| windows written | late (ours) or rows dropped (script) |")  # fmt: skip
     print("|---|---|---|---|---|---|")
     for range_, slide in shapes:
-        sides = {
-            "ours": [sys.executable, "-m", "spanning.cli", "stream", str(folder), "--range", str(range_), "--slide",
-                     str(slide), "--ttp", str(ttp), "--start", "start", "--end", "end", "--key", "cell",
-                     *[x for a in AGGREGATES for x in ("--agg", a)], "--max-files-per-trigger", "1",
-                     "--master", "local[2]", "--output", str(work / "ours"), "--checkpoint", str(work / "ours-chk")],
-            "peer": [sys.executable, str(HERE / "sql_stream_job.py"), str(folder), str(work / "peer"), "--range",
-                     str(range_), "--slide", str(slide), "--ttp", str(ttp)],
-        }  # fmt: skip
-        times: dict[str, list[float]] = {"ours": [], "peer": []}
+        sides = {f"ours-{p}": [sys.executable, "-m", "spanning.cli", "stream", str(folder), "--range", str(range_),
+                               "--slide", str(slide), "--ttp", str(ttp), "--start", "start", "--end", "end", "--key",
+                               "cell", *[x for a in AGGREGATES for x in ("--agg", a)], "--max-files-per-trigger", "1",
+                               "--master", "local[2]", "--output", str(work / f"ours-{p}"), "--checkpoint",
+                               str(work / f"ours-{p}-chk"), "--processor", p]
+                 for p in processors}  # fmt: skip
+        sides["peer"] = [sys.executable, str(HERE / "sql_stream_job.py"), str(folder), str(work / "peer"), "--range",
+                         str(range_), "--slide", str(slide), "--ttp", str(ttp)]  # fmt: skip
+        names = list(sides)
+        times: dict[str, list[float]] = {side: [] for side in names}
         for round_ in range(rounds):
-            for side in ("ours", "peer") if round_ % 2 == 0 else ("peer", "ours"):  # A, B, B, A, ...
+            shift = round_ % len(names)
+            for side in names[shift:] + names[:shift]:  # A, B, C, then B, C, A, ...
                 for folder_ in (work / side, work / f"{side}-chk"):
                     shutil.rmtree(folder_, ignore_errors=True)  # a fresh stream each time
                 times[side].append(timed_command(sides[side], env))
-        ours = json.loads((work / "ours" / "summary.json").read_text())
         peer = json.loads((work / "peer" / "stats.json").read_text())
         peer_windows = len(pd.read_parquet(work / "peer" / "windows", columns=["cell"]))
-        print(f"| {range_ // 60}m/{slide // 60}m ({-(-range_ // slide)}) | {spread(times['ours'])} "
-              f"| {spread(times['peer'])} | {ratio_spread(times['ours'], times['peer'])} "
-              f"| {ours['windows_written']:,}, {ours['late']:,} | {peer_windows:,}, {peer['dropped']:,} |",
-              flush=True)  # fmt: skip
+        shape = f"{range_ // 60}m/{slide // 60}m ({-(-range_ // slide)})"
+        for side in names[:-1]:
+            ours = json.loads((work / side / "summary.json").read_text())
+            print(f"| {shape} | `spanning stream --processor {side[5:]}` | {spread(times[side])} "
+                  f"| {ratio_spread(times[side], times['peer'])} | {ours['windows_written']:,} | {ours['late']:,} |",
+                  flush=True)  # fmt: skip
+        print(f"| {shape} | hand-written stream | {spread(times['peer'])} | | {peer_windows:,} "
+              f"| {peer['dropped']:,} dropped |", flush=True)
 
 
 def main() -> int:
@@ -227,8 +234,8 @@ def main() -> int:
     parser.add_argument("--days", type=float, default=1.0, help="time the CDRs span (default 1: a trigger is 2.4 h)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--peer", action="store_true", help="also the Spark SQL streaming query a user would write")
-    parser.add_argument("--processor", choices=["auto", "jvm", "python"], default="auto",
-                        help="spanning stream's processor (default auto: python)")
+    parser.add_argument("--processor", choices=["auto", "jvm", "python", "both"], default="auto",
+                        help="spanning stream's processor (default auto: python); --processes takes both")
     parser.add_argument("--floor", action="store_true",
                         help="also the floor: read and validate each batch into a foreachBatch that only counts")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (ours, peer, ours, peer, ...)")
@@ -252,7 +259,8 @@ def main() -> int:
             print(f"whole processes, {args.rounds} interleaved rounds, class archive {args.archive} on both sides, "
                   f"TTP {QUERY['ttp']}, {' + '.join(AGGREGATES)}, one file per trigger, available-now; "
                   f"{os.cpu_count()} cores; ratio = hand-written s / ours s")  # fmt: skip
-            processes(work / "in", work, shapes, args.rounds, args.archive == "on")
+            processors = ["python", "jvm"] if args.processor == "both" else [args.processor]
+            processes(work / "in", work, shapes, args.rounds, args.archive == "on", processors)
             return 0
         from spark_jobs.session import get_session
 

@@ -703,6 +703,22 @@ def _range_update(active: DataFrame, prepared: Prepared, keys: list[str], output
     return _lowered(filled, keys, parts, outputs)
 
 
+def shipped_values(prepared: Prepared, columns: list[PartialColumn]) -> list[Column]:
+    """The value columns that ``run_partials`` reads in a task: a text column as read (null where missing), a
+    number null where it is not valid."""
+    sources = sorted({c.source for c in columns if c.source is not None})
+    return [F.col(v) if v in prepared.result_types else F.when(F.col(valid_column(v)), F.col(v)).alias(v)
+            for v in sources]  # fmt: skip
+
+
+def partial_fields(inputs: DataFrame, columns: list[PartialColumn]) -> list[T.StructField]:
+    """The window number and the partial columns of ``run_partials``' rows, as Spark fields: a merged value
+    keeps its column's type (in ``inputs``), counts, sums and the parts of sums are longs."""
+    return [T.StructField(K, T.LongType(), False),
+            *[T.StructField(c.name, _partial_type(c, inputs.schema[c.source].dataType if c.source else None))
+              for c in columns]]  # fmt: skip
+
+
 def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
     """Each input task reduces its own events to partials per (key, window) in numpy, and only those are merged.
 
@@ -716,37 +732,21 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
     """
     key_cols = [quoted(k) for k in keys]
     parts, columns = _partials(outputs, prepared)
-    sources = sorted({c.source for c in columns if c.source is not None})
-    shipped = [F.col(v) if v in prepared.result_types else F.when(F.col(valid_column(v)), F.col(v)).alias(v)
-               for v in sources]  # a text column as read (null where missing), a number null where not valid
-    inputs = active.select(*key_cols, F.col(A), F.col(B), *shipped)
+    inputs = active.select(*key_cols, F.col(A), F.col(B), *shipped_values(prepared, columns))
     derived = [tuple(c) for c in columns]  # (name, merge, derive, source) as plain tuples, for the executors
-    schema = T.StructType([  # a merged value keeps its column's type; counts, sums and the parts of sums are longs
-        *[inputs.schema[k] for k in keys], T.StructField(K, T.LongType(), False),
-        *[T.StructField(c.name, _partial_type(c, inputs.schema[c.source].dataType if c.source else None))
-          for c in columns],
-    ])  # fmt: skip
+    schema = T.StructType([*[inputs.schema[k] for k in keys], *partial_fields(inputs, columns)])
     chunk_rows = CHUNK_ROWS
 
     def partials_of_partition(batches):  # runs on the executors: numpy and pyarrow only
         import pyarrow as pa
 
-        from spanning.engines.window_ranges import run_partials
+        from spanning.engines.window_ranges import reduced_in_chunks, run_partials
 
         def reduced(chunk):
             table = pa.Table.from_batches(chunk)
             return run_partials(table, keys, A, B, derived).to_batches(1 << 16)
 
-        chunk, rows = [], 0
-        for batch in batches:
-            if batch.num_rows:
-                chunk.append(batch)
-                rows += batch.num_rows
-            if rows >= chunk_rows:
-                yield from reduced(chunk)
-                chunk, rows = [], 0
-        if rows:
-            yield from reduced(chunk)
+        yield from reduced_in_chunks(batches, chunk_rows, reduced)
 
     partials = inputs.mapInArrow(partials_of_partition, schema)
     return _lowered(_aggregated(partials, [*key_cols, K], columns, False), keys, parts, outputs)

@@ -43,9 +43,31 @@ def quiet_log_option() -> str:
     return f"-Dlog4j2.configurationFile=file:{quiet}"
 
 
-def submit_args(driver_options: list[str]) -> str:
-    """``PYSPARK_SUBMIT_ARGS`` that start the driver's JVM with ``driver_options``."""
-    return f"--driver-java-options {shlex.quote(' '.join(driver_options))} pyspark-shell"
+def submit_args(driver_options: list[str], memory: str | None = None) -> str:
+    """``PYSPARK_SUBMIT_ARGS`` that start the driver's JVM with ``driver_options`` (and a heap of ``memory``)."""
+    heap = f"--driver-memory {memory} " if memory else ""
+    return f"{heap}--driver-java-options {shlex.quote(' '.join(driver_options))} pyspark-shell"
+
+
+def driver_memory() -> str | None:
+    """The driver's heap when the user gives none (``SPARK_DRIVER_MEMORY``, or ``spark.driver.memory`` in
+    spark-defaults.conf): a quarter of the machine's memory, from 1 GiB to 8 GiB.
+
+    Spark's own default, 1 GiB, is the whole heap of ``local[*]`` (its executors run in the driver's JVM):
+    ``spanning stream`` at 60 windows per event (1h windows every minute, 100k calls a trigger) ran out of it
+    collecting a batch's windows.
+    """
+    if os.environ.get("SPARK_DRIVER_MEMORY"):
+        return None
+    folder = os.environ.get("SPARK_CONF_DIR") or os.path.join(os.environ.get("SPARK_HOME", ""), "conf")
+    defaults = Path(folder) / "spark-defaults.conf"
+    if defaults.is_file() and "spark.driver.memory" in defaults.read_text(errors="replace"):
+        return None
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): Spark's default
+        return None
+    return f"{min(max(total // 4 // 2**20, 1024), 8192)}m"
 
 
 def starting(master: str | None) -> str:
@@ -112,7 +134,7 @@ def get_session(
         if short_job and class_archive.is_hotspot(java_version):
             options.append("-XX:TieredStopAtLevel=1")
     if options:  # for this launch only: a later session of this process chooses its own
-        os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args(options)
+        os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args(options, driver_memory())
     from pyspark import SparkConf
 
     conf = SparkConf(loadDefaults=False).setAppName(APP_NAME)  # as the builder makes it: only what is set here

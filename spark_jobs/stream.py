@@ -53,7 +53,7 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_colum
 from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions
 from spanning.engines.reader import CHRONON_MS, tzinfo
-from spark_jobs.plans import python_only, sketches_or_sets
+from spark_jobs.plans import python_only
 from spark_jobs.prepare import (
     END,
     REASON,
@@ -238,10 +238,7 @@ def choose_processor(cfg: RunConfig, options: StreamOptions, saved: dict) -> str
     auto stays with the Python processor: on bench/bench_stream.py's 1M CDRs the JVM path sustains about half
     its events/s today (docs/STREAMING.md, "The JVM micro-batch path"), so it is there for who asks for it.
     """
-    unsupported = python_only(cfg)  # the JVM path merges SQL aggregates only, as the JVM plans
-    collections = sketches_or_sets(cfg)  # its state merges sums, mins and maxes with the batch's contributions
-    if unsupported is None and collections:
-        unsupported = f"{collections[0]} (a set, a list of values or a sketch in the state)"
+    unsupported = python_only(cfg)  # the micro-batch path merges the partials of the JVM plans' aggregates only
     if options.processor == "jvm" and unsupported:
         raise UsageError(f"--processor jvm cannot run this query: {unsupported}; use --processor python or auto")
     if options.processor != "auto":

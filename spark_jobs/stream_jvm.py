@@ -1,39 +1,42 @@
-"""``spanning stream``'s micro-batches in the JVM: the batch plans' window arithmetic over a per-key state table.
+"""``spanning stream``'s micro-batches (``--processor jvm``): each batch reduced where it is read, with the
+kernel of ``spanning run``'s ``vector`` plan, and merged with a per-key state table.
 
-Each micro-batch (``foreachBatch``) is joined to the state its previous batch left, a Parquet version under the
-checkpoint, and reduced with the column arithmetic of ``spark_jobs.plans`` (the batch form of SE-Slicing,
-Suzanne et al., §3.2.2), with no row crossing into Python:
+Each micro-batch (``foreachBatch``) is reduced by its own tasks against the state its previous batch left, a
+Parquet version under the checkpoint (the batch form of SE-Slicing, Suzanne et al., §3.2.2):
 
 * **State** (``StateTable``), per key: the first window of its series (``_k0``), its clock (``_clock``), its
   oldest open window (``_first_open``); per open window that holds events: the merged partial columns of its
-  aggregates (``spark_jobs.plans.PartialColumn``: sums, mins and maxes, so a window's partials and a batch's
-  contributions merge by the same functions). Released windows leave the state, so its size follows the open
-  windows, not the stream's length.
-* **The clock at arrival.** Within a batch each key's events are taken in end order (u, then the arrival
-  number), as ``spanning run`` takes them, so the clock when an event arrives is ``max(state clock, u)``: the
-  key's clock from the state (advanced by the control files of ``--idle-flush``), then the event's own end. The
-  run of windows an event still reaches is then the batch plans' (``plans`` module docstring), with two more
-  lower bounds from the state, the series' first window and the oldest open one (after a drain)::
+  aggregates (``spark_jobs.plans.PartialColumn``: sums, mins and maxes, sets, value lists and sketch bytes, so
+  a window's partials and a batch's merge by the same functions). Released windows leave the state, so its
+  size follows the open windows, not the stream's length.
+* **In the tasks** (``spanning.engines.stream_partials``, with the keys' state handed to every task: no join,
+  no broadcast): within a batch each key's events are taken in end order (u, then the arrival number), as
+  ``spanning run`` takes them, so the clock when an event arrives is ``max(state clock, u)``: the key's clock
+  from the state (advanced by the control files of ``--idle-flush``), then the event's own end. Its run of
+  windows is then the batch plans' (``plans`` module docstring), with two more lower bounds from the state,
+  the series' first window and the oldest open one (after a drain)::
 
       a = max(first window ending after l, first window w with u(w) + δ ≥ clock, k0, first_open)
       b = last window starting before u,   windows_missed = max(min(b + 1, a) - first window ending after l, 0)
 
-* **Release.** After the batch, a key's clock is the largest of its state clock and its events' u; every
-  window ending before clock − δ is released (with ``--drain``'s control file: every window it holds). The rest
-  is the next state version.
+  and the runs become partials per (key, window) (``window_ranges.run_partials``); with them leave each key's
+  counts and first event, the late candidates and the rejected rows (as read). No event crosses a shuffle.
+* **Merge and release.** One shuffle merges the tasks' partials with the state's windows per (key, window);
+  the driver takes the rest as they came. After the batch a key's clock is the largest of its state clock and
+  its events' u; every window ending before clock − δ is released (with ``--drain``'s control file: every window
+  it holds). The rest is the next state version.
 * **Exactly once.** Batch N reads the newest state version below N and writes version N (a whole folder,
   renamed into place), then its outputs; Spark records the batch only after ``foreachBatch`` returns. A batch
   run again after a crash therefore reads the same state and writes the same rows. Versions older than
   ``--state-versions`` batches are removed.
 
-One Spark action per batch computes everything (the merged windows, late and rejected rows, each key's batch
-aggregates) as one Arrow table on the driver, which then decides per key (``_release``). The control files of
-``--idle-flush`` and ``--drain`` are read by the driver (``ControlFiles``), not scanned by Spark.
+One Spark action per batch computes everything as one Arrow table on the driver, which then decides per key
+(``_release``). The control files of ``--idle-flush`` and ``--drain`` are read by the driver
+(``ControlFiles``), not scanned by Spark.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -48,22 +51,34 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, key_column
+from spanning.engines.stream_partials import (
+    COPIES,
+    LATE,
+    PER_KEY,
+    STATE_CLOCK,
+    STATE_FIRST_OPEN,
+    STATE_K0,
+    KeyState,
+    U,
+)
+from spanning.engines.stream_partials import (
+    KIND as TASK_KIND,
+)
 from spark_jobs.plans import (
-    MERGE,
+    CHUNK_ROWS,
     K,
-    _first_overlapped,
-    _floordiv,
-    _last_overlapped,
     _overflow_message,
     _partials,
+    partial_fields,
+    shipped_values,
 )
+from spark_jobs.plans import merged as merged_partial
 from spark_jobs.prepare import END, EVENT_END, REASON, SEQ, START, Prepared
 from spark_jobs.run import to_time
 
 STATE = "state"  # under CHECKPOINT/spanning/: batch=N/ keys.parquet, windows.parquet and controls.json
 CONTROLS = "controls.json"  # in a state version: the last control files it applied
 K0, CLOCK, FIRST_OPEN = "_k0", "_clock", "_first_open"
-S_K0, S_CLOCK, S_FIRST_OPEN = "_s_k0", "_s_clock", "_s_first_open"  # the state's, joined to the batch's events
 KIND, ORDER = "_kind", "_order"
 
 
@@ -153,13 +168,11 @@ class JvmMicroBatch:
         self.parts, self.columns = _partials(self.outputs, prepared)
 
     @staticmethod
-    def _state_frames(rows: DataFrame, saved: tuple[pa.Table, pa.Table],
-                      schemas: tuple[T.StructType, T.StructType]) -> tuple[DataFrame, DataFrame]:  # fmt: skip
-        """The state's keys and windows as DataFrames of the batch's session, from their Arrow tables."""
+    def _state_frame(rows: DataFrame, saved: pa.Table, schema: T.StructType) -> DataFrame:
+        """The state's windows as a DataFrame of the batch's session, from their Arrow table."""
         before = SparkSession._activeSession  # createDataFrame makes the batch's session the process's active one
         try:
-            return tuple(rows.sparkSession.createDataFrame(table.cast(to_arrow_schema(schema)), schema)
-                         for table, schema in zip(saved, schemas, strict=True))  # fmt: skip
+            return rows.sparkSession.createDataFrame(saved.cast(to_arrow_schema(schema)), schema)
         finally:
             SparkSession._activeSession = before  # the caller's session stays active (its time zone, its conf)
 
@@ -170,7 +183,7 @@ class JvmMicroBatch:
         s, o, w, d = cfg.query.slide, cfg.query.offset, cfg.query.range, cfg.query.ttp
         saved = self.state.load(batch_id)
         advance, drain, applied = self.controls.pending(batch_id, saved[2] if saved else {})
-        rows = batch.persist()  # read once, used by every branch
+        rows = batch  # read once: by the tasks of the batch (``_task_rows``)
         spark, adaptive = batch.sparkSession, batch.sparkSession.conf.get("spark.sql.adaptive.enabled")
         spark.conf.set("spark.sql.adaptive.enabled", "false")  # one job of a few small stages: no stage-by-stage
         try:
@@ -178,81 +191,89 @@ class JvmMicroBatch:
                                                                       (s, o, w, d))  # fmt: skip
         finally:
             spark.conf.set("spark.sql.adaptive.enabled", adaptive)
-            rows.unpersist()
         size = self.state.save(batch_id, state_keys, state_windows, applied)
         stats = {**counted, "keys": state_keys.num_rows, "held_windows": state_windows.num_rows,
                  "state_bytes": size}  # fmt: skip
         return table, stats
 
+    def _task_rows(self, rows: DataFrame, held: pa.Table | None,
+                   advance: int | None) -> tuple[DataFrame, T.StructType, list[str]]:  # fmt: skip
+        """The rows of the batch's tasks (``stream_partials.micro_batch_partials``), the schema of the partials
+        per (key, window) among them, and the input columns that late and rejected rows carry."""
+        keys = [F.col(k) for k in self.keys]
+        originals = [F.col(name).alias(internal) for name, internal in self.originals.items()]
+        inputs = rows.select(*keys, F.col(START), F.expr(EVENT_END).alias(U), F.col(END), F.col(SEQ), F.col(REASON),
+                             *shipped_values(self.prepared, self.columns), *originals)  # fmt: skip
+        key_fields = [T.StructField(k, rows.schema[k].dataType, True) for k in self.keys]
+        windows_schema = T.StructType([*key_fields, *partial_fields(inputs, self.columns)])
+        if held is None:
+            held = self._keys_schema(windows_schema).empty_table()
+        clock = held.column(CLOCK) if advance is None else pc.max_element_wise(held.column(CLOCK), advance)
+        key_state = KeyState(pa.table({**{k: held.column(k) for k in self.keys}, STATE_K0: held.column(K0),
+                                       STATE_CLOCK: clock, STATE_FIRST_OPEN: held.column(FIRST_OPEN)}))  # fmt: skip
+        carried = list(self.originals.values())
+        task_schema = T.StructType([
+            T.StructField(TASK_KIND, T.StringType()), *[T.StructField(f.name, f.dataType) for f in windows_schema],
+            *[T.StructField(c, T.LongType()) for c in (*PER_KEY, *LATE, COPIES)],
+            T.StructField(REASON, T.StringType()), *[inputs.schema[c] for c in carried],
+        ])  # fmt: skip
+        reduce_batch = _task_reducer(key_state, self.keys, self.cfg.query.spec, [tuple(c) for c in self.columns],
+                                     carried, to_arrow_schema(task_schema))  # fmt: skip
+        return inputs.mapInArrow(reduce_batch, task_schema), windows_schema, carried
+
+    def _keys_schema(self, windows_schema: T.StructType) -> pa.Schema:
+        """The state's keys table: the key columns, then the first window, the clock and the first open window."""
+        return pa.schema([*[to_arrow_schema(windows_schema).field(k) for k in self.keys],
+                          *[pa.field(c, pa.int64(), False) for c in (K0, CLOCK, FIRST_OPEN)]])  # fmt: skip
+
     def _compute(self, rows: DataFrame, saved: tuple[pa.Table, pa.Table] | None, controls: tuple[int | None, bool],
                  window: tuple[int, int, int, int]) -> tuple[pa.Table, pa.Table, pa.Table, dict]:  # fmt: skip
         """One Spark action, then the per-key decisions on the driver (``_release``).
 
-        Spark joins the batch's events to the state's keys (a broadcast: no shuffle of the events), explodes
-        each into its run, merges the runs with the state's windows per (key, window), and aggregates the
-        batch per key: the two shuffles of partial aggregates. What needs a key's clock after the batch (which
-        windows are released) or a new key's series start (its first window, which can make an earlier call
-        late) is decided on the driver, over the few rows per key, with no second pass over the events.
+        Each task reduces its own rows against the keys' state, which travels with the task (no join, no
+        broadcast): ``spanning.engines.stream_partials`` gives its partials per (key, window), its per-key
+        counts, its late candidates and its rejected rows (those two as read). One shuffle of those rows merges
+        them with the state's windows: the partials per (key, window), the counts per key, and equal late or
+        rejected rows into one with their count. No event crosses a shuffle, and the batch is read once.
+        What needs a key's clock after the batch (which windows are released) or a new key's series start
+        (its first window, which can make an earlier call late) is decided on the driver, over the few rows
+        per key.
         """
-        s, o, w, d = window
         keys = [F.col(k) for k in self.keys]
-        u = F.expr(EVENT_END)
-        contribution = [c.contribution.alias(c.name) for c in self.columns]
-        events = rows.where(F.col(REASON).isNull())
-        # the state's schemas, from the batch's own column types; no version yet: empty tables of them
-        probe = events.select(*keys, F.lit(0).cast("long").alias(K), *contribution)
-        schemas = (T.StructType([*[T.StructField(k, rows.schema[k].dataType, True) for k in self.keys],
-                                 *[T.StructField(c, T.LongType(), False) for c in (K0, CLOCK, FIRST_OPEN)]]),
-                   T.StructType([T.StructField(f.name, f.dataType, True) for f in probe.schema.fields]))  # fmt: skip
-        saved = saved or tuple(to_arrow_schema(schema).empty_table() for schema in schemas)
-        state_keys, state_windows = self._state_frames(rows, saved, schemas)
         advance, drain = controls
-
-        # per event: the clock at arrival (the key's state clock, advanced by --idle-flush, then its own u) and
-        # its run [a, b], with the state's bounds; a new key's first window comes on the driver
-        state_clock = F.col(CLOCK) if advance is None else F.greatest(F.col(CLOCK), F.lit(advance))
-        info = state_keys.select(
-            *[F.col(k).alias(f"_sk_{k}") for k in self.keys], F.col(K0).alias(S_K0), state_clock.alias(S_CLOCK),
-            F.col(FIRST_OPEN).alias(S_FIRST_OPEN))  # fmt: skip
-        events = self._by_key(events, info, "left")
-        clock_at = f"greatest({S_CLOCK}, {EVENT_END})"  # greatest skips nulls: a new key's clock is u
-        a = F.expr(f"greatest({_first_overlapped(self.cfg)}, -{_floordiv(f'{o + w + d} - {clock_at}', s)},"
-                   f" {S_K0}, {S_FIRST_OPEN})")  # fmt: skip
-        events = events.select("*", F.expr(_first_overlapped(self.cfg)).alias("_first"), a.alias("_a"),
-                               F.expr(_last_overlapped(self.cfg)).alias("_b"))  # fmt: skip
-        missed = F.greatest(F.least(F.col("_b") + 1, F.col("_a")) - F.col("_first"), F.lit(0))
-
-        # the windows: the batch's contributions over [a, b], merged with the state's partials, lowered where
-        # Spark can (an exact integer sum is joined on the driver, as vector does: joined_sums)
-        exploded = events.where(F.col("_a") <= F.col("_b")).select(
-            *keys, F.explode(F.sequence(F.col("_a"), F.col("_b"))).alias(K), *contribution)
-        merged = (exploded.unionByName(state_windows).groupBy(*keys, K)
-                  .agg(*[MERGE[c.merge](F.col(c.name)).alias(c.name) for c in self.columns]))  # fmt: skip
+        task_rows, windows_schema, carried = self._task_rows(rows, saved and saved[0], advance)
+        if not saved:  # the first batch: no state yet
+            saved = (self._keys_schema(windows_schema).empty_table(), to_arrow_schema(windows_schema).empty_table())
+        state_windows = self._state_frame(rows, saved[1], windows_schema)
+        task_rows = task_rows.persist()  # read by both branches, made once
+        kind = F.col(TASK_KIND)
+        merged = task_rows.where(kind == "w").select(*windows_schema.fieldNames()).unionByName(state_windows).groupBy(
+            *keys, K).agg(*[merged_partial(c, False).alias(c.name) for c in self.columns]).withColumn(
+            TASK_KIND, F.lit("w"))  # fmt: skip
+        others = task_rows.where(kind != "w").select(TASK_KIND, *keys, K, *PER_KEY, *LATE, COPIES, REASON, *carried)
+        merged = merged.unionByName(others, allowMissingColumns=True)
         lowered = [p.lower().alias(name) for p, name in zip(self.parts, self.outputs, strict=True)
-                   if p.exact_sum_of is None]  # fmt: skip
-        as_time, start = self.prepared.time_is_timestamp, F.col(K) * s + o
-        windows = merged.select(F.lit("windows").alias(KIND), *keys, F.col(K).alias(ORDER),
-                                to_time(start, self.cfg, as_time).alias("window_start"),
-                                to_time(start + w, self.cfg, as_time).alias("window_end"),
-                                *[F.col(c.name).alias(f"_p_{c.name}") for c in self.columns], *lowered)  # fmt: skip
-        per_key = events.groupBy(*keys).agg(
-            F.min_by(F.col(START), F.struct(u, F.col(SEQ))).alias("_first_start"),  # its first event in end order
-            F.max(u).alias("_max_u"), F.count(F.lit(1)).alias("_n"), F.max(END).alias("_max_end"),
-        ).select(F.lit("keys").alias(KIND), "*")  # fmt: skip
-        originals = [F.col(name).alias(internal) for name, internal in self.originals.items()]
-        maybe_late = events.where((missed > 0) | F.col(S_K0).isNull()).select(  # a new key's: decided on the driver
-            F.lit("late").alias(KIND), *keys, F.col(SEQ).alias(ORDER), *originals, "_first", "_a", "_b",
-            missed.cast("long").alias("windows_missed"))  # fmt: skip
-        rejected = rows.where(F.col(REASON).isNotNull()).select(
-            F.lit("rejected").alias(KIND), F.col(SEQ).alias(ORDER), *originals, F.col(REASON))  # fmt: skip
-        everything = functools.reduce(lambda x, y: x.unionByName(y, allowMissingColumns=True),
-                                      [windows, per_key, maybe_late, rejected])  # fmt: skip
-        return self._release(everything.toArrow(), saved[0], advance, drain, window)
+                   if p.exact_sum_of is None]  # an exact integer sum is joined on the driver (joined_sums)
+        as_time, start = self.prepared.time_is_timestamp, F.col(K) * window[0] + window[1]
+        table = merged.select(
+            F.when(kind == "w", "windows").when(kind == "k", "keys").when(kind == "l", "late")
+            .otherwise("rejected").alias(KIND), *keys, F.col(K).alias(ORDER),
+            F.when(kind == "w", to_time(start, self.cfg, as_time)).alias("window_start"),  # K: an arrival number
+            F.when(kind == "w", to_time(start + window[2], self.cfg, as_time)).alias("window_end"),  # for the rest
+            *[F.col(c.name).alias(f"_p_{c.name}") for c in self.columns], *lowered,
+            *PER_KEY, *LATE, COPIES, REASON, *carried,
+        )  # fmt: skip
+        try:
+            table = table.toArrow()
+        finally:
+            task_rows.unpersist()
+        return self._release(table, saved[0], advance, drain, window)
 
     def _release(self, table: pa.Table, saved: pa.Table, advance: int | None, drain: bool,
                  window: tuple[int, int, int, int]) -> tuple[pa.Table, pa.Table, pa.Table, dict]:  # fmt: skip
         """Per key after the batch (``OpenWindows.feed``, then ``flush`` with --drain): its first window, clock
-        and the first window it keeps open; the windows released, the late rows, the next state."""
+        and the first window it keeps open; the windows released, the late and rejected rows (equal rows as
+        many times as they came), the next state."""
         import numpy as np
 
         from spanning.engines.window_ranges import joined_sums
@@ -272,9 +293,12 @@ class JvmMicroBatch:
         groups = int(codes.max()) + 1 if len(codes) else 0
         never = np.iinfo(np.int64).min  # no clock yet: below every u
 
-        def per_group(at: np.ndarray, column: pa.ChunkedArray) -> np.ndarray:
+        def per_group(at: np.ndarray, column: pa.ChunkedArray | np.ndarray) -> np.ndarray:
+            """One value per key (the largest where several rows, one per task, have one)."""
             out = np.full(groups, never, np.int64)
-            out[at] = column.to_numpy(zero_copy_only=False).astype(np.int64)
+            if isinstance(column, pa.ChunkedArray):
+                column = column.to_numpy(zero_copy_only=False)
+            np.maximum.at(out, at, column.astype(np.int64))
             return out
 
         known = np.zeros(groups, bool)
@@ -283,12 +307,16 @@ class JvmMicroBatch:
         if advance is not None:
             state_clock = np.where(known, np.maximum(state_clock, advance), never)
         if self.cfg.query.series_start == "first":  # a new key's series starts at its first event in end order
-            series = per_group(at_batch, per_key.column("_first_start"))
+            # each task's first event of the key; the key's is the first of those in (u, arrival number)
+            by_order = np.lexsort((per_key.column("_ev_first_seq").to_numpy(), per_key.column("_ev_first_u").to_numpy(),
+                                   at_batch))  # fmt: skip
+            firsts = by_order[np.flatnonzero(np.diff(at_batch[by_order], prepend=-1) != 0)]
+            series = per_group(at_batch[firsts], per_key.column("_ev_first_start").to_numpy()[firsts])
         else:
             series = np.full(groups, int(self.cfg.query.series_start), np.int64)
         k0 = np.where(known, per_group(at_state, saved.column(K0)), (series - (o + w)) // s + 1)
         first_open = np.where(known, per_group(at_state, saved.column(FIRST_OPEN)), never)
-        clock = np.maximum(state_clock, per_group(at_batch, per_key.column("_max_u")))
+        clock = np.maximum(state_clock, per_group(at_batch, per_key.column("_ev_max_u")))
         if drain:  # OpenWindows.flush: nothing stays open
             release = np.maximum(np.maximum(first_open, (clock - o - 1) // s + 1), k0)
         else:  # the first window whose end + TTP the clock has not passed
@@ -315,6 +343,8 @@ class JvmMicroBatch:
         missed = np.maximum(np.minimum(late.column("_b").to_numpy() + 1, a) - late.column("_first").to_numpy(), 0)
         late = late.set_column(late.schema.get_field_index("windows_missed"), "windows_missed", pa.array(missed))
         late = late.filter(pa.array(missed > 0))
+        late, rejected = (t.take(pa.array(np.repeat(np.arange(t.num_rows), t.column(COPIES).to_numpy())))
+                          for t in (late, rejected))  # fmt: skip
 
         first_rows = np.unique(codes, return_index=True)[1]
         keys_out = key_rows.take(pa.array(first_rows))
@@ -326,16 +356,32 @@ class JvmMicroBatch:
         out = pa.concat_tables([out_windows.sort_by([*sort, (ORDER, "ascending")]),
                                 late.sort_by([(ORDER, "ascending")]), rejected.sort_by([(ORDER, "ascending")])],
                                promote_options="permissive")  # fmt: skip
-        counts = per_key.column("_n")
-        ends = per_key.column("_max_end")
+        counts = per_key.column("_ev_n")
+        ends = per_key.column("_ev_max_end")
         counted = {"accepted": int(pc.sum(counts).as_py() or 0),
                    "max_end": pc.max(ends).as_py() if per_key.num_rows else None}  # fmt: skip
         return (out, keys_out.sort_by(sort) if sort else keys_out,
                 windows_out.sort_by([*sort, (K, "ascending")]), counted)  # fmt: skip
 
-    def _by_key(self, frame: DataFrame, info: DataFrame, how: str) -> DataFrame:
-        """``frame`` joined to per-key ``info`` (keys renamed ``_sk_<key>``; broadcast: one row per key)."""
-        if not self.keys:
-            return frame.join(F.broadcast(info), how=how)
-        same = functools.reduce(lambda x, y: x & y, [F.col(k).eqNullSafe(F.col(f"_sk_{k}")) for k in self.keys])
-        return frame.join(F.broadcast(info), same, how).drop(*[f"_sk_{k}" for k in self.keys])
+
+def _task_reducer(state: KeyState, keys: list[str], spec, columns: list[tuple], carried: list[str],
+                  schema: pa.Schema):  # fmt: skip
+    """The function each task of a micro-batch runs (``mapInArrow``): its events, ``CHUNK_ROWS`` at a time,
+    into ``stream_partials.micro_batch_partials``' rows, in ``schema``'s columns (numpy and pyarrow only)."""
+    chunk_rows = CHUNK_ROWS
+
+    def reduce_batch(batches):
+        import pyarrow as pa
+
+        from spanning.engines.stream_partials import micro_batch_partials
+        from spanning.engines.window_ranges import reduced_in_chunks
+
+        def reduced(chunk):
+            got = micro_batch_partials(pa.Table.from_batches(chunk), state, keys, spec, columns, carried)
+            arrays = [got.column(f.name) if f.name in got.column_names else pa.nulls(got.num_rows, f.type)
+                      for f in schema]  # fmt: skip
+            return pa.Table.from_arrays(arrays, schema=schema).to_batches(1 << 16)
+
+        yield from reduced_in_chunks(batches, chunk_rows, reduced)
+
+    return reduce_batch

@@ -23,7 +23,7 @@ import pytest
 from spanning.app.cdr import CallMix, generate_cdr
 from spanning.cli import main
 from spark_jobs.class_archive import driver_options
-from spark_jobs.session import ENGINE_PACKAGES, ENGINE_ZIP, check_java, engine_zip
+from spark_jobs.session import ENGINE_PACKAGES, ENGINE_ZIP, check_java, driver_memory, engine_zip
 from tests.test_spark_job import AGGS, assert_frames_match, read_output
 
 MASTER = "local-cluster[2,1,1024]"
@@ -148,6 +148,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert "-XX:TieredStopAtLevel=1" in jvm_options, jvm_options
     archive = driver_options(check_java())
     assert [o for o in jvm_options if o.startswith("-XX:SharedArchiveFile=")] == archive[:1], jvm_options
+    assert f"-Xmx{driver_memory()}" in jvm_options, jvm_options  # not Spark's 1 GiB (session.driver_memory)
 
     python, *origins = report["executor"]
     assert Path(python) == bare_python  # the workers ran the bare Python, importing the shipped engine

@@ -211,3 +211,20 @@ def test_python_workers_are_warmed_in_the_background_and_a_failing_warm_up_is_si
             assert sum(stage.numCompletedTasks for stage in stages) == cores
         else:
             assert sum(stage.numFailedTasks for stage in stages) >= 1
+
+
+def test_the_driver_heap_is_a_quarter_of_memory_unless_the_user_gives_one(tmp_path, monkeypatch):
+    """local[*] runs its executors in the driver's JVM: Spark's 1 GiB default ran out at 60 windows per event
+    (spanning stream, 100k calls a trigger). A heap the user gives, either way, is left to Spark."""
+    from spark_jobs.session import driver_memory, submit_args
+
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    heap = driver_memory()
+    assert heap is not None and 1024 <= int(heap.removesuffix("m")) <= 8192
+    assert submit_args(["-Dx=1"], heap).startswith(f"--driver-memory {heap} --driver-java-options")
+    (tmp_path / "spark-defaults.conf").write_text("spark.driver.memory 3g\n")
+    assert driver_memory() is None
+    (tmp_path / "spark-defaults.conf").unlink()
+    monkeypatch.setenv("SPARK_DRIVER_MEMORY", "2g")
+    assert driver_memory() is None

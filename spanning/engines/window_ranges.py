@@ -319,3 +319,18 @@ def _collection_partials(codes, first, last, got: RunWindows, columns: Sequence[
         else:  # every window has a list, empty when none of its events had a value (Spark's flatten needs one)
             out[name] = pa.array([list(p) for p in partials.tolist()], type=pa.list_(read[source][2]))
     return out
+
+
+def reduced_in_chunks(batches, chunk_rows: int, reduce):
+    """``reduce`` over the Arrow record batches of a Spark task (``mapInArrow``), ``chunk_rows`` rows or more at a
+    time (a list of batches each): what a worker holds is bounded by a chunk, whatever a key or task holds."""
+    chunk, rows = [], 0
+    for batch in batches:
+        if batch.num_rows:
+            chunk.append(batch)
+            rows += batch.num_rows
+        if rows >= chunk_rows:
+            yield from reduce(chunk)
+            chunk, rows = [], 0
+    if rows:
+        yield from reduce(chunk)
