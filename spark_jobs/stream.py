@@ -22,9 +22,9 @@ The query (``streaming_rows``)::
   control file that the next batch hands to every bucket (``OpenWindows.advance``). ``available-now`` ends
   with a control file that flushes every key, as ``spanning run`` does at the end of its input.
 * **Two processors.** The above is ``--processor python`` (the default). ``--processor jvm`` keeps the same
-  file stream without the stateful step: ``foreachBatch`` reduces each batch in the JVM against a per-key state
-  table under the checkpoint (``spark_jobs.stream_jvm``), and the driver reads the control files itself (they
-  still trigger batches, but none is scanned); ``BatchWriter`` writes either one's rows the same way.
+  file stream without the stateful step: ``foreachBatch`` has each batch reduced by its own tasks against a
+  per-key state table under the checkpoint (``spark_jobs.stream_jvm``), and the driver reads the control files
+  itself (they still trigger batches, but none is scanned); ``BatchWriter`` writes either one's rows the same way.
 * **Outputs, exactly once.** ``foreachBatch`` takes each batch's rows to the driver as Arrow (one Spark
   action), writes its windows, late and rejected rows into temporary folders and renames each to
   ``windows/batch=N`` (``late/``, ``rejected/``) only when complete; a batch run again after a crash
@@ -235,8 +235,9 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
 def choose_processor(cfg: RunConfig, options: StreamOptions, saved: dict) -> str:
     """``jvm`` or ``python``: --processor, or for auto the checkpoint's own (a restart), else python.
 
-    auto stays with the Python processor: on bench/bench_stream.py's 1M CDRs the JVM path sustains about half
-    its events/s today (docs/STREAMING.md, "The JVM micro-batch path"), so it is there for who asks for it.
+    auto stays with the Python processor: as whole processes (``bench/bench_stream.py --processes``, 600k CDRs)
+    the JVM path takes its time at 3 windows per event and 1.4-2.1× its time at 15 and 60, its state going
+    through the driver every batch (docs/STREAMING.md, "The JVM micro-batch path"), so it is there for who asks.
     """
     unsupported = python_only(cfg)  # the micro-batch path merges the partials of the JVM plans' aggregates only
     if options.processor == "jvm" and unsupported:
