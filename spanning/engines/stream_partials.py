@@ -13,21 +13,24 @@ of windows is the batch plans' (``spark_jobs.plans``), with the state's two lowe
 
 The runs are reduced by ``spanning.engines.window_ranges.run_partials``, the kernel of ``spanning run``'s
 ``vector`` plan, so what leaves the task is one row per (key, window) it saw (``kind`` "w"), one per key with
-its counts, largest ends and first event in end order ("k"), and the late candidates ("l"): the events that
+its counts, largest ends and first event in end order ("k"), the late candidates ("l"): the events that
 missed windows, and every event of a key the state does not know yet (its series start, hence its first
-window, depends on the whole batch; the driver decides). A task may hold any part of a key's events: its
+window, depends on the whole batch; the driver decides), and the rejected rows ("r"), those two as read. A task may hold any part of a key's events: its
 partials merge with other tasks' and the state's as every plan's do.
 
 >>> import pyarrow as pa
 >>> from spanning.kernels.windows import WindowSpec
 >>> state = KeyState(pa.table({"cell": ["a"], "_s_k0": [0], "_s_clock": [20], "_s_first_open": [1]}))
->>> events = pa.table({"cell": ["a", "b"], "_start": [3, 4], "_u": [12, 9], "_end": [12, 9], "_seq": [7, 8]})
+>>> events = pa.table({"cell": ["a", "b", "b"], "_start": [3, 4, None], "_u": [12, 9, None], "_end": [12, 9, None],
+...                    "_seq": [7, 8, 9], "reason": [None, None, "start is null or not a time"]})
 >>> out = micro_batch_partials(events, state, ["cell"], WindowSpec(10, 5), [("_n", "sum", "one", None)])
 >>> out.filter(pa.compute.equal(out["kind"], "w")).select(["cell", "_k", "_n"]).to_pylist()
 [{'cell': 'a', '_k': 2, '_n': 1}, {'cell': 'b', '_k': 0, '_n': 1}, {'cell': 'b', '_k': 1, '_n': 1}]
 >>> late = out.filter(pa.compute.equal(out["kind"], "l"))  # a's clock 20 had closed windows -1 to 1
->>> late.select(["cell", "_order", "windows_missed"]).to_pylist()  # b: new (window -1 closed by its own end)
-[{'cell': 'a', '_order': 7, 'windows_missed': 3}, {'cell': 'b', '_order': 8, 'windows_missed': 1}]
+>>> late.select(["cell", "_k", "windows_missed"]).to_pylist()  # b: new (window -1 closed by its own end)
+[{'cell': 'a', '_k': 7, 'windows_missed': 3}, {'cell': 'b', '_k': 8, 'windows_missed': 1}]
+>>> out.filter(pa.compute.equal(out["kind"], "r")).select(["_k", "reason"]).to_pylist()  # as it came
+[{'_k': 9, 'reason': 'start is null or not a time'}]
 """
 
 from __future__ import annotations
