@@ -15,8 +15,9 @@ The runs are reduced by ``spanning.engines.window_ranges.run_partials``, the ker
 ``vector`` plan, so what leaves the task is one row per (key, window) it saw (``kind`` "w"), one per key with
 its counts, largest ends and first event in end order ("k"), the late candidates ("l"): the events that
 missed windows, and every event of a key the state does not know yet (its series start, hence its first
-window, depends on the whole batch; the driver decides), and the rejected rows ("r"), those two as read. A task may hold any part of a key's events: its
-partials merge with other tasks' and the state's as every plan's do.
+window, depends on the whole batch; the driver decides), and the rejected rows ("r"), those two as read. A
+task may hold any part of a key's events: its partials merge with other tasks' and the state's as every
+plan's do.
 
 >>> import pyarrow as pa
 >>> from spanning.kernels.windows import WindowSpec
