@@ -129,12 +129,13 @@ def micro_batch_partials(events, state: KeyState, keys: Sequence[str], spec: Win
     key_columns = {k: events.column(k).take(pa.array(firsts)) for k in keys}
     parts.append(pa.table({KIND: pa.array(["k"] * groups, pa.string()), **key_columns, **per_key}))
 
-    late = pa.array(np.flatnonzero((missed > 0) | (rows < 0)))
-    as_read = events.select([*keys, *carried]).take(late)
-    parts.append(as_read.append_column(KIND, pa.array(["l"] * len(late), pa.string())).append_column(
-        K, seq_of(events).take(late)).append_column(COPIES, pa.array(np.ones(len(late), np.int64))))
-    for name, values in zip(LATE, (first, a, b, missed), strict=True):
-        parts[-1] = parts[-1].append_column(name, pa.array(values).take(late))
+    late = np.flatnonzero((missed > 0) | (rows < 0))
+    taken = pa.array(late)
+    parts.append(pa.table({KIND: pa.array(["l"] * len(late), pa.string()),
+                           **{c: events.column(c).take(taken) for c in [*keys, *carried]},
+                           K: seq_of(events).take(taken), COPIES: pa.array(np.ones(len(late), np.int64)),
+                           **{name: pa.array(values[late]) for name, values in zip(LATE, (first, a, b, missed),
+                                                                                   strict=True)}}))  # fmt: skip
     parts.append(rejected.select([*keys, *carried, reason]).append_column(
         KIND, pa.array(["r"] * rejected.num_rows, pa.string())).append_column(K, seq_of(rejected)).append_column(
         COPIES, pa.array(np.ones(rejected.num_rows, np.int64))))  # fmt: skip
