@@ -52,7 +52,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, key_column
 from spanning.engines.stream_partials import (
-    COPIES,
+    KIND as TASK_KIND,
+)
+from spanning.engines.stream_partials import (
     LATE,
     PER_KEY,
     STATE_CLOCK,
@@ -60,9 +62,6 @@ from spanning.engines.stream_partials import (
     STATE_K0,
     KeyState,
     U,
-)
-from spanning.engines.stream_partials import (
-    KIND as TASK_KIND,
 )
 from spark_jobs.plans import (
     CHUNK_ROWS,
@@ -183,11 +182,10 @@ class JvmMicroBatch:
         s, o, w, d = cfg.query.slide, cfg.query.offset, cfg.query.range, cfg.query.ttp
         saved = self.state.load(batch_id)
         advance, drain, applied = self.controls.pending(batch_id, saved[2] if saved else {})
-        rows = batch  # read once: by the tasks of the batch (``_task_rows``)
         spark, adaptive = batch.sparkSession, batch.sparkSession.conf.get("spark.sql.adaptive.enabled")
         spark.conf.set("spark.sql.adaptive.enabled", "false")  # one job of a few small stages: no stage-by-stage
         try:
-            table, state_keys, state_windows, counted = self._compute(rows, saved and saved[:2], (advance, drain),
+            table, state_keys, state_windows, counted = self._compute(batch, saved and saved[:2], (advance, drain),
                                                                       (s, o, w, d))  # fmt: skip
         finally:
             spark.conf.set("spark.sql.adaptive.enabled", adaptive)
@@ -196,10 +194,10 @@ class JvmMicroBatch:
                  "state_bytes": size}  # fmt: skip
         return table, stats
 
-    def _task_rows(self, rows: DataFrame, held: pa.Table | None,
-                   advance: int | None) -> tuple[DataFrame, T.StructType, list[str]]:  # fmt: skip
-        """The rows of the batch's tasks (``stream_partials.micro_batch_partials``), the schema of the partials
-        per (key, window) among them, and the input columns that late and rejected rows carry."""
+    def _task_rows(self, rows: DataFrame, held: pa.Table | None) -> tuple[DataFrame, T.StructType, list[str]]:
+        """The rows of the batch's tasks (``stream_partials.micro_batch_partials``) against the keys' state ``held``
+        (its clocks raised by --idle-flush; None: no state yet), the schema of the partials per (key, window)
+        among them, and the input columns that late and rejected rows carry."""
         keys = [F.col(k) for k in self.keys]
         originals = [F.col(name).alias(internal) for name, internal in self.originals.items()]
         inputs = rows.select(*keys, F.col(START), F.expr(EVENT_END).alias(U), F.col(END), F.col(SEQ), F.col(REASON),
@@ -208,13 +206,13 @@ class JvmMicroBatch:
         windows_schema = T.StructType([*key_fields, *partial_fields(inputs, self.columns)])
         if held is None:
             held = self._keys_schema(windows_schema).empty_table()
-        clock = held.column(CLOCK) if advance is None else pc.max_element_wise(held.column(CLOCK), advance)
         key_state = KeyState(pa.table({**{k: held.column(k) for k in self.keys}, STATE_K0: held.column(K0),
-                                       STATE_CLOCK: clock, STATE_FIRST_OPEN: held.column(FIRST_OPEN)}))  # fmt: skip
+                                       STATE_CLOCK: held.column(CLOCK),
+                                       STATE_FIRST_OPEN: held.column(FIRST_OPEN)}))  # fmt: skip
         carried = list(self.originals.values())
         task_schema = T.StructType([
             T.StructField(TASK_KIND, T.StringType()), *[T.StructField(f.name, f.dataType) for f in windows_schema],
-            *[T.StructField(c, T.LongType()) for c in (*PER_KEY, *LATE, COPIES)],
+            *[T.StructField(c, T.LongType()) for c in (*PER_KEY, *LATE)],
             T.StructField(REASON, T.StringType()), *[inputs.schema[c] for c in carried],
         ])  # fmt: skip
         reduce_batch = _task_reducer(key_state, self.keys, self.cfg.query.spec, [tuple(c) for c in self.columns],
@@ -232,16 +230,19 @@ class JvmMicroBatch:
 
         Each task reduces its own rows against the keys' state, which travels with the task (no join, no
         broadcast): ``spanning.engines.stream_partials`` gives its partials per (key, window), its per-key
-        counts, its late candidates and its rejected rows (those two as read). One shuffle of those rows merges
-        them with the state's windows: the partials per (key, window), the counts per key, and equal late or
-        rejected rows into one with their count. No event crosses a shuffle, and the batch is read once.
-        What needs a key's clock after the batch (which windows are released) or a new key's series start
-        (its first window, which can make an earlier call late) is decided on the driver, over the few rows
-        per key.
+        counts, its late candidates and its rejected rows (those two as read). One shuffle merges the partials
+        with the state's windows per (key, window); the other rows reach the driver as the tasks made them. No
+        event crosses a shuffle, and the batch is read once. What needs a key's clock after the batch (which
+        windows are released) or a new key's series start (its first window, which can make an earlier call
+        late) is decided on the driver, over the few rows per key.
         """
         keys = [F.col(k) for k in self.keys]
         advance, drain = controls
-        task_rows, windows_schema, carried = self._task_rows(rows, saved and saved[0], advance)
+        if saved and advance is not None:  # --idle-flush: every known key's clock raised, for tasks and driver
+            index = saved[0].schema.get_field_index(CLOCK)
+            saved = (saved[0].set_column(index, CLOCK, pc.max_element_wise(saved[0].column(CLOCK), advance)),
+                     saved[1])  # fmt: skip
+        task_rows, windows_schema, carried = self._task_rows(rows, saved and saved[0])
         if not saved:  # the first batch: no state yet
             saved = (self._keys_schema(windows_schema).empty_table(), to_arrow_schema(windows_schema).empty_table())
         state_windows = self._state_frame(rows, saved[1], windows_schema)
@@ -250,7 +251,7 @@ class JvmMicroBatch:
         merged = task_rows.where(kind == "w").select(*windows_schema.fieldNames()).unionByName(state_windows).groupBy(
             *keys, K).agg(*[merged_partial(c, False).alias(c.name) for c in self.columns]).withColumn(
             TASK_KIND, F.lit("w"))  # fmt: skip
-        others = task_rows.where(kind != "w").select(TASK_KIND, *keys, K, *PER_KEY, *LATE, COPIES, REASON, *carried)
+        others = task_rows.where(kind != "w").select(TASK_KIND, *keys, K, *PER_KEY, *LATE, REASON, *carried)
         merged = merged.unionByName(others, allowMissingColumns=True)
         lowered = [p.lower().alias(name) for p, name in zip(self.parts, self.outputs, strict=True)
                    if p.exact_sum_of is None]  # an exact integer sum is joined on the driver (joined_sums)
@@ -261,19 +262,19 @@ class JvmMicroBatch:
             F.when(kind == "w", to_time(start, self.cfg, as_time)).alias("window_start"),  # K: an arrival number
             F.when(kind == "w", to_time(start + window[2], self.cfg, as_time)).alias("window_end"),  # for the rest
             *[F.col(c.name).alias(f"_p_{c.name}") for c in self.columns], *lowered,
-            *PER_KEY, *LATE, COPIES, REASON, *carried,
+            *PER_KEY, *LATE, REASON, *carried,
         )  # fmt: skip
         try:
             table = table.toArrow()
         finally:
             task_rows.unpersist()
-        return self._release(table, saved[0], advance, drain, window)
+        return self._release(table, saved[0], drain, window)
 
-    def _release(self, table: pa.Table, saved: pa.Table, advance: int | None, drain: bool,
+    def _release(self, table: pa.Table, saved: pa.Table, drain: bool,
                  window: tuple[int, int, int, int]) -> tuple[pa.Table, pa.Table, pa.Table, dict]:  # fmt: skip
         """Per key after the batch (``OpenWindows.feed``, then ``flush`` with --drain): its first window, clock
-        and the first window it keeps open; the windows released, the late and rejected rows (equal rows as
-        many times as they came), the next state."""
+        and the first window it keeps open; the windows released, the late and rejected rows, the next state.
+        ``saved`` is the state's keys, their clocks raised by --idle-flush."""
         import numpy as np
 
         from spanning.engines.window_ranges import joined_sums
@@ -304,8 +305,6 @@ class JvmMicroBatch:
         known = np.zeros(groups, bool)
         known[at_state] = True
         state_clock = per_group(at_state, saved.column(CLOCK))
-        if advance is not None:
-            state_clock = np.where(known, np.maximum(state_clock, advance), never)
         if self.cfg.query.series_start == "first":  # a new key's series starts at its first event in end order
             # each task's first event of the key; the key's is the first of those in (u, arrival number)
             by_order = np.lexsort((per_key.column("_ev_first_seq").to_numpy(), per_key.column("_ev_first_u").to_numpy(),
@@ -343,8 +342,6 @@ class JvmMicroBatch:
         missed = np.maximum(np.minimum(late.column("_b").to_numpy() + 1, a) - late.column("_first").to_numpy(), 0)
         late = late.set_column(late.schema.get_field_index("windows_missed"), "windows_missed", pa.array(missed))
         late = late.filter(pa.array(missed > 0))
-        late, rejected = (t.take(pa.array(np.repeat(np.arange(t.num_rows), t.column(COPIES).to_numpy())))
-                          for t in (late, rejected))  # fmt: skip
 
         first_rows = np.unique(codes, return_index=True)[1]
         keys_out = key_rows.take(pa.array(first_rows))

@@ -49,7 +49,7 @@ STATE_K0, STATE_CLOCK, STATE_FIRST_OPEN = "_s_k0", "_s_clock", "_s_first_open"  
 KIND, K = "kind", "_k"
 PER_KEY = ("_ev_n", "_ev_max_end", "_ev_max_u", "_ev_first_u", "_ev_first_seq", "_ev_first_start")
 LATE = ("_first", "_a", "_b", "windows_missed")  # a late candidate's run, and the windows it missed
-COPIES, REASON = "_copies", "reason"  # equal rows (equal arrival numbers) merged into one, and why a row is rejected
+REASON = "reason"  # why a row is rejected (null: a usable row)
 NEVER = np.iinfo(np.int64).min  # no clock, no bound: below every window number and time
 
 
@@ -60,19 +60,20 @@ class KeyState:
 
     table: object  # pyarrow.Table
 
-    def lookup(self, events, keys: Sequence[str]) -> np.ndarray:
-        """Each event's row in the state, -1 for a key it does not hold (nulls are a key)."""
+    def lookup(self, events, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Each event's row in the state, -1 for a key it does not hold, and its key's code (equal keys equal
+        codes, nulls a key of their own; ``window_ranges.key_codes``, one pass for both)."""
         import pyarrow as pa
 
         held, n = self.table.num_rows, events.num_rows
         if not keys:
-            return np.zeros(n, np.int64) if held else np.full(n, -1, np.int64)
+            return (np.zeros(n, np.int64) if held else np.full(n, -1, np.int64)), np.zeros(n, np.int64)
         both = [pa.concat_arrays([self.table.column(k).combine_chunks().cast(events.schema.field(k).type),
                                   events.column(k).combine_chunks()]) for k in keys]  # fmt: skip
         codes = key_codes(both)
         row_of_code = np.full(int(codes.max()) + 1 if len(codes) else 0, -1, np.int64)
         row_of_code[codes[:held]] = np.arange(held)
-        return row_of_code[codes[held:]]
+        return row_of_code[codes[held:]], codes[held:]
 
     def at(self, column: str, rows: np.ndarray) -> np.ndarray:
         """``column`` at each event's state row, ``NEVER`` where it has none."""
@@ -85,8 +86,8 @@ def micro_batch_partials(events, state: KeyState, keys: Sequence[str], spec: Win
                          reason: str = REASON):  # fmt: skip
     """The task's rows (see the module docstring): ``events`` has the key columns, ``START``, ``U``, ``END``,
     ``SEQ``, ``reason`` (null for a usable row) and each partial's source column (null where the event has no
-    value). Rejected rows ("r") and late candidates keep the ``carried`` columns (the row as read); each row
-    that is not a window's has its arrival number as ``K``, and ``COPIES`` 1."""
+    value). Rejected rows ("r") and late candidates keep the ``carried`` columns (the row as read), and their
+    arrival number as ``K``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -97,7 +98,7 @@ def micro_batch_partials(events, state: KeyState, keys: Sequence[str], spec: Win
         return events.column(name).to_numpy().astype(np.int64, copy=False)
 
     start, u, end, seq = longs(START), longs(U), longs(END), longs(SEQ)
-    rows = state.lookup(events, keys)
+    rows, codes = state.lookup(events, keys)
     clock = np.maximum(state.at(STATE_CLOCK, rows), u)  # the clock when the event arrives
     first = spec.first_window_ending_after(start)
     a = np.maximum.reduce([first, spec.first_window_open_at(clock), state.at(STATE_K0, rows),
@@ -112,8 +113,7 @@ def micro_batch_partials(events, state: KeyState, keys: Sequence[str], spec: Win
     parts = [windows.append_column(KIND, pa.array(["w"] * windows.num_rows, pa.string()))]
 
     # per key: its events, largest end and u, and its first event in end order (u, then arrival number)
-    group = np.unique(key_codes([events.column(k) for k in keys]), return_inverse=True)[1] if keys else \
-        np.zeros(len(u), np.int64)  # fmt: skip
+    group = np.unique(codes, return_inverse=True)[1]
     groups = int(group.max()) + 1 if len(group) else 0
     in_order = np.lexsort((seq, u, group))
     firsts = in_order[np.flatnonzero(np.diff(group[in_order], prepend=-1) != 0)]  # the first row of each key
@@ -133,12 +133,11 @@ def micro_batch_partials(events, state: KeyState, keys: Sequence[str], spec: Win
     taken = pa.array(late)
     parts.append(pa.table({KIND: pa.array(["l"] * len(late), pa.string()),
                            **{c: events.column(c).take(taken) for c in [*keys, *carried]},
-                           K: seq_of(events).take(taken), COPIES: pa.array(np.ones(len(late), np.int64)),
+                           K: seq_of(events).take(taken),
                            **{name: pa.array(values[late]) for name, values in zip(LATE, (first, a, b, missed),
                                                                                    strict=True)}}))  # fmt: skip
     parts.append(rejected.select([*keys, *carried, reason]).append_column(
-        KIND, pa.array(["r"] * rejected.num_rows, pa.string())).append_column(K, seq_of(rejected)).append_column(
-        COPIES, pa.array(np.ones(rejected.num_rows, np.int64))))  # fmt: skip
+        KIND, pa.array(["r"] * rejected.num_rows, pa.string())).append_column(K, seq_of(rejected)))  # fmt: skip
     return pa.concat_tables(parts, promote_options="permissive")
 
 
