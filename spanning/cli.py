@@ -1,4 +1,5 @@
-"""The ``spanning`` command: ``run`` (the windowed job), ``generate-cdr``, ``tune-height``, ``bench``.
+"""The ``spanning`` command: ``run`` (the windowed job), ``stream``, ``busy-hour``, ``generate-cdr``, ``tune-height``,
+``bench``.
 
 User mistakes end with one ``spanning: error:`` line and exit code 2; other failures (bugs) with exit
 code 1. ``--verbose`` shows the stack trace and the warnings that are otherwise silenced. Optional
@@ -16,12 +17,14 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from spanning.app.busy_hour import add_busy_hour_parser
 from spanning.app.jobspec import UsageError
 from spanning.app.run_command import add_run_parser
 from spanning.app.stream_command import add_stream_parser
 from spanning.app.tool_commands import add_bench_parser, add_generate_parser, add_tune_parser
 
-QUIET_COMMANDS = ("run", "stream", "tune-height", "generate-cdr")  # their warnings show only with --verbose
+# their warnings show only with --verbose
+QUIET_COMMANDS = ("run", "stream", "busy-hour", "tune-height", "generate-cdr")
 USER_ERRORS = ("UsageError", "SumOverflowError")  # exception names that mean a user mistake (exit 2)
 
 
@@ -37,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_parser(sub)
     add_stream_parser(sub)
+    add_busy_hour_parser(sub)
     add_generate_parser(sub)
     add_tune_parser(sub)
     add_bench_parser(sub)

@@ -101,6 +101,9 @@ def python_only(cfg: RunConfig) -> str | None:
     if cfg.query.empty_windows == "emit":
         return "--empty-windows emit is written by the Python plan"
     if not jvm_aggregates(cfg):
+        per_window = [a for a in cfg.query.aggregates if parse_aggregate(a).capabilities.per_window]
+        if per_window:
+            return f"{per_window[0]}: the time inside each window is computed by the batch path in Python"
         return ("an aggregate other than count, sum, mean, min, max and the distinct counts and quantiles"
                 " (count_distinct, percentile, approx_count_distinct, approx_percentile, hll_sketch, kll_sketch)")
     return None
@@ -210,6 +213,8 @@ def _range_kind(prepared: Prepared, spec: str) -> bool:
 
 def _vector_kind(prepared: Prepared, spec: str) -> bool:
     agg = parse_aggregate(spec)
+    if agg.capabilities.sql is None:  # no SQL merge (occupancy, erlang): the Python plan
+        return False
     if agg.capabilities.sql in MERGED_AS_COLLECTIONS:  # built per window by the batch path, any column type
         return True
     return agg.column is None or isinstance(prepared.value_types[agg.column], (T.LongType, T.DoubleType))

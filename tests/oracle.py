@@ -15,8 +15,20 @@ def is_null(v):
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def evaluate(kind: str, args: list[str], members: list[tuple[int, dict]]):
-    """One aggregate over the window's members, given as (arrival number, row)."""
+def evaluate(kind: str, args: list[str], members: list[tuple[int, dict]], window=None, spans=None):
+    """One aggregate over the window's members, given as (arrival number, row); ``window`` is its [start, end)
+    and ``spans`` each member's [start, end) by arrival number (for the time inside the window)."""
+    if kind in ("occupancy", "erlang", "peak_concurrent"):  # chronon by chronon: the members active at t
+        ws, we = window
+        active = [sum(1 for seq, _ in members if spans[seq][0] <= t < spans[seq][1]) for t in range(ws, we)]
+        if kind == "peak_concurrent":
+            return max(active, default=0)
+        return sum(active) if kind == "occupancy" else sum(active) / (we - ws)
+    if kind == "prorated_sum":  # each member's value times the share of its chronons inside the window
+        ws, we = window
+        shares = [row[args[0]] * sum(1 for t in range(ws, we) if spans[seq][0] <= t < spans[seq][1])
+                  / (spans[seq][1] - spans[seq][0]) for seq, row in members if not is_null(row[args[0]])]  # fmt: skip
+        return math.fsum(shares) if shares else None
     if kind == "count":
         if not args:
             return len(members)
@@ -94,8 +106,10 @@ def oracle(events, range_, slide, ttp, offset, aggregates, series_start=None):
                 for (seq, lo, up, row), arrived_at in zip(stream, clocks, strict=True)
                 if lo < we and up > ws and arrived_at <= we + ttp
             ]
+            spans = {seq: (lo, up) for seq, lo, up, _ in stream}
             values = {
-                name: evaluate(spec.split(":")[0], spec.split(":")[1:], members) for name, spec in aggregates.items()
+                name: evaluate(spec.split(":")[0], spec.split(":")[1:], members, (ws, we), spans)
+                for name, spec in aggregates.items()
             }
             result.append((ws, we, values))
             k += 1

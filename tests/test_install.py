@@ -86,6 +86,7 @@ def test_every_subcommand_but_bench_needs_only_the_base_dependencies(tmp_path):
             "the Spark engine needs pyspark",
         ),  # fmt: skip
         (["bench", "--quick"], 2, "spanning bench needs the bench extra: pip install 'spanning[bench]'"),
+        (["busy-hour", "calls.csv", "--start", "start", "--end", "end", "--key", "cell", "--output", "busy"], 0, ""),
     ]
     script = BLOCKED_RUNNER.format(blocked=EXTRAS)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -103,6 +104,9 @@ def test_every_subcommand_but_bench_needs_only_the_base_dependencies(tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["rows_read"] == 20 == summary["accepted"] + summary["rejected"] and summary["rejected"] == 2
     assert not (tmp_path / "spark-out").exists() and not (tmp_path / "stream-out").exists()
+    busy = report["results"][-1][1]  # no matplotlib: the tables, and a word on the plot
+    assert "no busy_hour.png: drawing it needs matplotlib" in busy
+    assert (tmp_path / "busy" / "busy_hours.parquet").exists()
 
 
 def _copy_of_the_checkout(target: Path) -> Path:

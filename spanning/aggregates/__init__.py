@@ -63,12 +63,14 @@ from spanning.aggregates.parser import (
     sum_of,
 )
 from spanning.aggregates.protocol import Aggregate, UserAggregate
+from spanning.aggregates.traffic import Erlang, Occupancy
 
 __all__ = [
     "Aggregate",
     "ApproxCountDistinct",
     "ApproxPercentile",
     "CountDistinct",
+    "Erlang",
     "HllSketch",
     "KllSketch",
     "Percentile",
@@ -84,6 +86,7 @@ __all__ = [
     "INT64_MIN",
     "Mean",
     "NullableValue",
+    "Occupancy",
     "ResultKind",
     "SqlFunction",
     "StdDev",

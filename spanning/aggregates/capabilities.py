@@ -11,7 +11,9 @@ Code that needs a property of an aggregate asks its capabilities and never check
 * ``result``: the kind of its result column (``ResultKind``), from which the Spark, Arrow and pandas types follow;
 * ``form``: how it follows from its values when values also leave, as in plane sweeping (``Form``;
   Suzanne et al., §5.3.3);
-* ``sql``: the SQL aggregate function it equals, if any (``SqlFunction``), for plans run by a SQL engine.
+* ``sql``: the SQL aggregate function it equals, if any (``SqlFunction``), for plans run by a SQL engine;
+* ``per_window``: its value depends on the window's bounds, not only on which events are members (occupancy,
+  erlang), so it has no per-event partial: only the batch path computes it.
 
 >>> from spanning.aggregates import parse_aggregate
 >>> caps = parse_aggregate("max:duration").capabilities
@@ -79,6 +81,7 @@ class Capabilities:
     vectorised: bool = False
     form: Form | None = None
     sql: SqlFunction | None = None
+    per_window: bool = False
 
     @property
     def cumulative(self) -> bool:

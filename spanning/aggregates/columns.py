@@ -16,6 +16,7 @@ Both faces of every aggregate use these (docs/SEMANTICS.md §10):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "BatchColumns",
+    "EventSpans",
     "SumOverflowError",
     "is_null",
     "no_columns",
@@ -61,10 +63,17 @@ class BatchColumns:
     on it and return it when no result column is named.
     """
 
-    def __init__(self, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], seq: np.ndarray) -> None:
+    def __init__(
+        self, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], seq: np.ndarray, spans: EventSpans | None = None
+    ) -> None:
         self._columns = columns
         self.seq = seq
+        self.spans = spans  # the events' times and the windows', for aggregates that read them (occupancy)
         self._memo: dict = {}
+
+    def with_spans(self, spans: EventSpans) -> BatchColumns:
+        """These columns, with the events' times and their windows' geometry."""
+        return BatchColumns(self._columns, self.seq, spans)
 
     def memo(self, key: tuple, compute: Any) -> Any:
         """``compute()``, once per key for these events: what several aggregates of one chunk derive alike
@@ -80,7 +89,38 @@ class BatchColumns:
         return self._columns[name][1]
 
     def subset(self, index: np.ndarray) -> BatchColumns:
-        return BatchColumns({k: (v[index], m[index]) for k, (v, m) in self._columns.items()}, self.seq[index])
+        spans = None if self.spans is None else self.spans.subset(index)
+        return BatchColumns({k: (v[index], m[index]) for k, (v, m) in self._columns.items()}, self.seq[index], spans)
+
+
+@dataclass(frozen=True)
+class EventSpans:
+    """The events' ``[start, end)`` in chronons and where their windows are: window ``j`` of the caller's
+    numbering starts at ``offset + (j − shift[e]) · slide`` for event e (``shift``: the caller's numbering
+    minus the window number, per event), and lasts ``range``."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    shift: np.ndarray
+    range: int
+    slide: int
+    offset: int
+
+    def subset(self, index: np.ndarray) -> EventSpans:
+        return replace(self, starts=self.starts[index], ends=self.ends[index], shift=self.shift[index])
+
+    def inside(self, event: np.ndarray, window: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each (event, window) pair's part of the event inside the window, ``[lo, hi)`` in chronons."""
+        window_start = self.offset + (window - self.shift[event]) * self.slide
+        return np.maximum(self.starts[event], window_start), np.minimum(self.ends[event], window_start + self.range)
+
+    def occupancy(self, first: np.ndarray, last: np.ndarray, n: int) -> np.ndarray:
+        """Per window j of ``0..n − 1``, the chronons that the events whose run ``first..last`` holds it spend
+        inside it (``spanning.kernels.occupancy``)."""
+        from spanning.kernels.occupancy import window_occupancy
+
+        first_start = self.offset + (first - self.shift) * self.slide
+        return window_occupancy(self.starts, self.ends, first, last, first_start, self.slide, self.range, n)
 
 
 class _NoColumns(dict):

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from spanning.aggregates.builtins import ArgExtreme, Count, Extreme, ExtremeCount, Mean, StdDev, Sum
 from spanning.aggregates.distinct import FORMS, parse_distinct
 from spanning.aggregates.protocol import Aggregate
+from spanning.aggregates.traffic import ARITY as TRAFFIC_ARITY
+from spanning.aggregates.traffic import TRAFFIC
 
 __all__ = [
     "BUILTIN_AGGREGATES",
@@ -106,7 +108,8 @@ def aggregate_forms() -> list[str]:
     """Every aggregate as written on the command line: ``count``, ``sum:column``, ..., ``kll_sketch:column[:K]``."""
     forms = {0: "{}", 1: "{}:column", 2: "{}:column[:result]"}
     builtin = [forms[_ARITY.get(kind, (1, 1))[1]].format(kind) for kind in BUILTIN_AGGREGATES]
-    return ["count[:column]" if form == "count:column" else form for form in builtin] + list(FORMS.values())
+    builtin = ["count[:column]" if form == "count:column" else form for form in builtin]
+    return builtin + list(FORMS.values()) + [f"{k}:column" if TRAFFIC_ARITY.get(k) else k for k in TRAFFIC]
 
 
 def parse_aggregate(spec: str | Aggregate) -> Aggregate:
@@ -118,8 +121,14 @@ def parse_aggregate(spec: str | Aggregate) -> Aggregate:
     kind, *args = spec.strip().split(":")
     if kind in FORMS:  # distinct counts and quantiles, exact and sketched
         return parse_distinct(kind, args)
+    if kind in TRAFFIC:  # the time inside each window
+        wanted = TRAFFIC_ARITY.get(kind, 0)
+        if len(args) != wanted or any(not a for a in args):
+            form = f"{kind}:column" if wanted else kind
+            raise ValueError(f"bad aggregate {spec!r}: write it as {form!r} (it reads the events' start and end)")
+        return TRAFFIC[kind](*args)
     if kind not in BUILTIN_AGGREGATES:
-        known = ", ".join(sorted([*BUILTIN_AGGREGATES, *FORMS]))
+        known = ", ".join(sorted([*BUILTIN_AGGREGATES, *FORMS, *TRAFFIC]))
         raise ValueError(f"unknown aggregate {spec!r}: the kinds are {known}")
     low, high = _ARITY.get(kind, (1, 1))
     if not low <= len(args) <= high or any(not a for a in args):

@@ -287,6 +287,11 @@ class RunConfig:
                 raise UsageError(f"--technique sweeping cannot compute {unswept[0]} (plane sweeping needs values"
                                  " that can leave a running form): use se-slicing, se-ml-slicing, tuple-buckets or"
                                  " aggregate-buckets")  # fmt: skip
+        per_window = [a for a in self.query.aggregates if parse_aggregate(a).capabilities.per_window]
+        if per_window and (self.execution.technique != "se-slicing" or self.execution.swag is not None):
+            how = f"--technique {self.execution.technique}" + (" with --swag" if self.execution.swag else "")
+            raise UsageError(f"{how} cannot compute --agg {per_window[0]}: the time inside each window needs the"
+                             " window's bounds, which only se-slicing's batch path has; drop --technique/--swag")
         if self.output.format == "csv":
             binary = [a for a in self.query.aggregates if parse_aggregate(a).capabilities.result is ResultKind.BINARY]
             if binary:

@@ -44,7 +44,7 @@ import pandas as pd
 
 from spanning.aggregates import Aggregate, BatchColumns, Count, nullable_column
 from spanning.engines.chunks import KeyedEvents, batch_columns, key_values, reduce_chunk
-from spanning.engines.engine import Engine, build_aggregates
+from spanning.engines.engine import Engine, build_aggregates, per_event_refusal
 from spanning.engines.inputs import FrameEvents, read_events
 from spanning.engines.keyed import KeyedBatch, KeyedDriver, PerEventKeys, SharedPlan, vectorised_path
 from spanning.engines.params import EventColumns, Execution
@@ -127,6 +127,10 @@ def _aggregate(
     sample = (ev.starts, ev.ends, ev.groups)  # "auto": the height measured on these events
     execution = execution.with_height(resolve_height(execution.height, execution.technique, spec, sample))
 
+    refusal = None if vectorised_path(execution, aggs) else per_event_refusal(aggs)
+    if refusal:
+        raise ValueError(f"technique={execution.technique!r}{' with a swag' if execution.swag else ''} cannot"
+                         f" compute {refusal}")  # fmt: skip
     if vectorised_path(execution, aggs):
         cols = batch_columns(frame, aggs, np.arange(len(frame), dtype=np.int64))
         windows, late_rows, missed = _vectorised(spec, aggs, names, ev, cols)

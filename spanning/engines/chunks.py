@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns
-from spanning.aggregates.columns import no_columns
+from spanning.aggregates.columns import EventSpans, no_columns
 from spanning.kernels.windows import WindowSpec
 
 __all__ = [
@@ -175,10 +175,11 @@ def reduce_chunk(
     active = first <= overlap_last
     shift = _spread(base - range_from, groups)
     run_first, run_last = first + shift, overlap_last + shift
-    active_cols = cols
+    spans = EventSpans(starts, ends, np.broadcast_to(shift, starts.shape), spec.range, s, o)  # for occupancy
+    active_cols = cols.with_spans(spans)
     if not active.all():
         run_first, run_last = run_first[active], run_last[active]
-        active_cols = cols.subset(np.flatnonzero(active))
+        active_cols = active_cols.subset(np.flatnonzero(active))
     partials = [agg.window_partials(active_cols, run_first, run_last, total) for agg in aggregates]
 
     if carried is not None and len(carried) and carried.partials and carried.lengths.sum():

@@ -49,6 +49,16 @@ def build_aggregates(aggregates: Mapping[str, str | Aggregate] | None) -> tuple[
     return names, [parse_aggregate(spec) for spec in aggregates.values()]
 
 
+def per_event_refusal(aggregates: Sequence[Aggregate]) -> str | None:
+    """Why the per-event engine cannot compute ``aggregates``, or None: an aggregate of the time inside each
+    window (``capabilities.per_window``) has no per-event partial."""
+    per_window = [a.name for a in aggregates if a.capabilities.per_window]
+    if not per_window:
+        return None
+    return (f"{per_window[0]} needs each window's bounds, which only the batch path has: use the technique"
+            " se-slicing (the default), without a SWAG")  # fmt: skip
+
+
 def event_bounds(start: Any, end: Any) -> tuple[int, int]:
     """An event's ``[start, end)`` as int chronons; ``start == end`` is the point ``[start, start + 1)``."""
     start, end = as_chronon(start, "event start"), as_chronon(end, "event end")
@@ -120,6 +130,9 @@ class Engine(LiftingEngine):
             raise ValueError(f"spec must be a WindowSpec, got {spec!r}")
         self.spec = spec
         self.names, self.aggregates = build_aggregates(aggregates)
+        refusal = per_event_refusal(self.aggregates)
+        if refusal:
+            raise ValueError(f"the per-event Engine cannot compute {refusal}")
         self.height = resolve_height(height, technique, spec, sample_events)  # "auto": Table 4 on the sample
         if swag is not None:  # point events: Pairs slices, and a FIFO SWAG for the final aggregation
             if technique != DEFAULT_TECHNIQUE:
