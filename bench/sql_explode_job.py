@@ -2,14 +2,16 @@
 
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 [--max] [--no-key] [--floor]
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --distinct sketch
+    python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --traffic
 
 Reads the Parquet CDRs (start and end timestamps, cell, bytes, duration), writes Parquet. Used by
 ``bench/bench_spark_job.py --processes`` to time whole processes against ``spanning run``, and by
 ``bench/bench_distinct.py`` with ``--distinct FORM``: count(*) and the distinct subscribers of each window
 written as ``FORM`` says (``DISTINCT_FORMS``; ``sketch`` adds the p95 of the durations). ``--no-key`` totals
 all cells (one series); ``--floor`` is the least any job over the file costs: the same read, grouped by cell
-only (no windows), and written. Like ``spanning run``, it does not stop Spark: the process exits and its JVM
-follows, so both are timed the same way.
+only (no windows), and written. ``--traffic`` (``bench/bench_traffic.py``): count(*), the seconds of the calls
+inside each window (each pair clipped with ``least``/``greatest``) and those over the range, in Erlangs. Like
+``spanning run``, it does not stop Spark: the process exits and its JVM follows, so both are timed the same way.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def main() -> None:
     parser.add_argument("--no-key", action="store_true", help="one series: all cells together")
     parser.add_argument("--floor", action="store_true", help="group by cell only: the read and the write")
     parser.add_argument("--distinct", choices=sorted(DISTINCT_FORMS), help="count and distinct subscribers")
+    parser.add_argument("--traffic", action="store_true", help="count, occupancy and Erlangs (clipped explode)")
     args = parser.parse_args()
     spark = SparkSession.builder.appName("explode").config("spark.ui.enabled", "false").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -46,6 +49,10 @@ def main() -> None:
     aggregates, columns = "count(*) AS count, sum(bytes) AS sum_bytes", "bytes, duration"
     if args.distinct:
         aggregates, columns = f"count(*) AS count, {DISTINCT_FORMS[args.distinct]}", "subscriber, duration"
+    if args.traffic:  # each (call, window) pair's seconds inside the window
+        inside = f"least(e, k * {s} + {w}) - greatest(b, k * {s})"
+        aggregates = f"count(*) AS count, sum({inside}) AS occupancy, sum({inside}) / {w} AS erlang"
+        columns = "unix_seconds(start) AS b, greatest(unix_seconds(end), unix_seconds(start) + 1) AS e"
     cell = "" if args.no_key else "cell, "
     if args.floor:
         query = f"SELECT {cell}count(*) AS count, sum(bytes) AS sum_bytes{longest} FROM cdr"
