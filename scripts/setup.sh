@@ -42,7 +42,7 @@ if [ ! -f "$stamp" ]; then
 fi
 # Spark's classes for the driver's JVM, archived once (spark_jobs.class_archive): seconds off every job's start.
 # About a minute the first time, 0.2 s when in place; a failure costs speed only, so it does not stop the setup.
-say "the Spark class archive (written once, about 15 s; nothing to do when in place)"
+say "the Spark class archive (written once per checkout, about a minute; nothing to do when in place)"
 .venv/bin/python -m spark_jobs.class_archive --quiet \
     || echo "warning: no Spark class archive: jobs start as usual (python -m spark_jobs.class_archive to retry)" >&2
 say "ready"
