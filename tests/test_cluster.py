@@ -102,8 +102,9 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
                "--key", "cell"]  # fmt: skip
     query = [*windows, *(arg for spec in AGGS for arg in ("--agg", spec))]
     on_cluster = ["--master", MASTER, "--partitions", "4", "--plan", "python"]  # mapInPandas: Python on executors
+    traffic = ["--agg", "erlang", "--agg", "peak_concurrent", "--agg", "prorated_sum:bytes"]  # the batch path's
     runs = {
-        "cluster": [*query, *on_cluster],
+        "cluster": [*query, *traffic, *on_cluster],
         "ml": [*query, *on_cluster, "--technique", "se-ml-slicing", "--height", "2"],  # the per-event engine
         # numpy over Arrow on the executors, with the aggregates it covers
         "vector": [*windows, *(arg for spec in AGGS[:4] for arg in ("--agg", spec)), *on_cluster[:-1], "vector"],
@@ -154,7 +155,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert Path(python) == bare_python  # the workers ran the bare Python, importing the shipped engine
     assert all(origin and f"/{ENGINE_ZIP}/" in origin for origin in origins), origins
 
-    assert main(["run", *query, "--engine", "local", "--output", str(tmp_path / "local")]) == 0
+    assert main(["run", *query, *traffic, "--engine", "local", "--output", str(tmp_path / "local")]) == 0
     local = tmp_path / "local"
     for name in runs:
         output = tmp_path / name
