@@ -45,7 +45,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
 from spanning.aggregates import ResultKind, SqlFunction, SumOverflowError, parse_aggregate
-from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
+from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, WindowQuery, key_column
 from spanning.engines.parquet_partials import COUNTS, ReadPlan, pieces
 from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
 from spanning.kernels.windows import event_ends
@@ -102,8 +102,11 @@ def python_only(cfg: RunConfig) -> str | None:
         return "--empty-windows emit is written by the Python plan"
     if not jvm_aggregates(cfg):
         per_window = [a for a in cfg.query.aggregates if parse_aggregate(a).capabilities.per_window]
-        if per_window:
-            return f"{per_window[0]}: the time inside each window is computed by the batch path in Python"
+        in_python = [a for a in per_window if a not in VECTOR_PER_WINDOW]
+        if in_python:
+            return f"{in_python[0]}: computed by the batch path in Python (the vector kernel takes occupancy, erlang)"
+        if len(per_window) == sum(parse_aggregate(a).capabilities.sql is None for a in cfg.query.aggregates):
+            return None  # the others are SQL aggregates: the vector plan takes them all
         return ("an aggregate other than count, sum, mean, min, max and the distinct counts and quantiles"
                 " (count_distinct, percentile, approx_count_distinct, approx_percentile, hll_sketch, kll_sketch)")
     return None
@@ -122,9 +125,15 @@ def groups_by_its_key(prepared: Prepared) -> bool:
     return len(prepared.key_types) == 1 and isinstance(prepared.key_types[0], INTEGRAL)
 
 
+def per_window_aggregates(cfg: RunConfig) -> list[str]:
+    """The aggregates of ``cfg`` that need each window's bounds (occupancy, erlang): only vector takes them."""
+    return [a for a in cfg.query.aggregates if parse_aggregate(a).capabilities.per_window]
+
+
 def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSample | None) -> Choice:
     """The plan for ``cfg``: ``--plan`` if given, else by the aggregates and the windows per event."""
     needs_python, plan = python_only(cfg), cfg.spark.plan
+    per_window = per_window_aggregates(cfg)
     ids = not groups_by_its_key(prepared)  # whether a JVM plan groups by key ids
     if plan == "python":
         return Choice("python", "--plan python")
@@ -142,6 +151,9 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
         if plan == "range" and not rangeable:
             raise UsageError("--plan range covers count, count:col and sums or means of integer columns: "
                              "use dyadic or explode")  # fmt: skip
+        if per_window and plan != "vector":
+            raise UsageError(f"--plan {plan} cannot compute {per_window[0]} (the time inside each window): use"
+                             " --plan vector, python or auto")  # fmt: skip
         if plan == "vector" and not vectorisable:
             raise UsageError("--plan vector covers count, sum, mean, min and max of integer and float columns and"
                              " the distinct counts and quantiles: use dyadic or explode")  # fmt: skip
@@ -154,6 +166,9 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
                       " values by the batch path and lowered there (measured faster than vector, explode and"
                       " dyadic, docs/BENCHMARKS.md)",
                       per_event)  # fmt: skip
+    if per_window:  # only vector's kernel has the windows' bounds
+        return Choice("vector", f"{per_window[0]}: the time inside each window, four range updates per event in"
+                      " the vector kernel (spanning.kernels.occupancy)", per_event, ids)  # fmt: skip
     if vectorisable and read_plan(prepared, cfg) is not None and (prepared.input_bytes or 0) >= READ_SIDE_FROM:
         return Choice("vector", "plain Parquet columns: each task reads its row groups and reduces them to window"
                       " partials in numpy, whatever the windows per event", per_event)  # fmt: skip
@@ -213,7 +228,9 @@ def _range_kind(prepared: Prepared, spec: str) -> bool:
 
 def _vector_kind(prepared: Prepared, spec: str) -> bool:
     agg = parse_aggregate(spec)
-    if agg.capabilities.sql is None:  # no SQL merge (occupancy, erlang): the Python plan
+    if agg.capabilities.per_window:
+        return spec in VECTOR_PER_WINDOW
+    if agg.capabilities.sql is None:  # no SQL merge: the Python plan
         return False
     if agg.capabilities.sql in MERGED_AS_COLLECTIONS:  # built per window by the batch path, any column type
         return True
@@ -334,7 +351,8 @@ def jvm_window_job(
     runs = window_runs(events, cfg, group, series_start)
     outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     active = runs.where(F.col(A) <= F.col(B))
-    build = {"vector": _vectorised, "range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode}[plan]
+    vector = functools.partial(_vectorised, query=cfg.query)
+    build = {"vector": vector, "range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode}[plan]
     windows = build(active, prepared, group, outputs)
     if ids is not None:
         windows = windows.join(F.broadcast(ids.table), KEY_ID).select(
@@ -497,6 +515,8 @@ class Partial:
 
 
 MERGE = {"sum": F.sum, "max": F.max, "min": F.min}
+OCCUPANCY = "_occ"  # the partial column of occupancy and erlang: the chronons inside the window, summed
+VECTOR_PER_WINDOW = ("occupancy", "erlang")  # the aggregates of the time inside windows that vector computes
 MERGED_AS_COLLECTIONS = (SqlFunction.COUNT_DISTINCT, SqlFunction.PERCENTILE, SqlFunction.HLL, SqlFunction.KLL)
 
 
@@ -574,14 +594,22 @@ def _collection_partial(agg, prepared: Prepared) -> Partial:
     return Partial([column], lambda: F.when(some, F.kll_sketch_get_quantile_double(F.col(name), F.lit(agg.q))))
 
 
-def _partial(spec: str, prepared: Prepared) -> Partial:
-    """The contributions of one aggregate (over internal columns) and its lowering.
+def _partial(spec: str, prepared: Prepared, query: WindowQuery | None = None) -> Partial:
+    """The contributions of one aggregate (over internal columns) and its lowering (``query``: the windows, for
+    the aggregates of the time inside them, which only vector computes).
 
     Columns are named by what they hold, so aggregates that need the same one (``count`` and ``__events``,
     ``sum:x`` and ``mean:x``) share it.
     """
     agg = parse_aggregate(spec)
     sql = agg.capabilities.sql
+    if agg.capabilities.per_window:
+        if query is None or spec not in VECTOR_PER_WINDOW:
+            raise ValueError(f"no JVM plan for {spec!r}")
+        column = PartialColumn(OCCUPANCY, "sum", "occupancy")
+        if spec == "erlang":
+            return Partial([column], lambda: F.col(OCCUPANCY) / F.lit(float(query.range)))
+        return Partial([column], lambda: F.col(OCCUPANCY))
     if sql in MERGED_AS_COLLECTIONS:
         return _collection_partial(agg, prepared)
     if sql is SqlFunction.COUNT and agg.column is None:
@@ -636,9 +664,10 @@ def _overflow_message(prepared: Prepared, internal: str) -> str:
     return str(SumOverflowError(next(name for name, c in prepared.values.items() if c == internal)))
 
 
-def _partials(outputs: dict[str, str], prepared: Prepared) -> tuple[list[Partial], list[PartialColumn]]:
+def _partials(outputs: dict[str, str], prepared: Prepared,
+              query: WindowQuery | None = None) -> tuple[list[Partial], list[PartialColumn]]:  # fmt: skip
     """The partials of every output, and their columns without repeats."""
-    parts = [_partial(spec, prepared) for spec in outputs.values()]
+    parts = [_partial(spec, prepared, query) for spec in outputs.values()]
     columns = {column.name: column for p in parts for column in p.columns}
     return parts, list(columns.values())
 
@@ -724,7 +753,8 @@ def partial_fields(inputs: DataFrame, columns: list[PartialColumn]) -> list[T.St
               for c in columns]]  # fmt: skip
 
 
-def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
+def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str],
+                query: WindowQuery | None = None) -> DataFrame:  # fmt: skip
     """Each input task reduces its own events to partials per (key, window) in numpy, and only those are merged.
 
     The events go to ``mapInArrow`` where they are read, with only the keys, the run [a, b] and each value
@@ -736,8 +766,13 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
     at all spreads over the input's tasks like any other), and a worker holds one chunk at a time.
     """
     key_cols = [quoted(k) for k in keys]
-    parts, columns = _partials(outputs, prepared)
-    inputs = active.select(*key_cols, F.col(A), F.col(B), *shipped_values(prepared, columns))
+    parts, columns = _partials(outputs, prepared, query)
+    spans = None
+    times = []
+    if any(c.derive == "occupancy" for c in columns):  # the events' [l, u) and the windows' geometry
+        spans = (START, "_u", query.offset, query.slide, query.range)
+        times = [F.col(START), F.expr(EVENT_END).alias("_u")]
+    inputs = active.select(*key_cols, F.col(A), F.col(B), *times, *shipped_values(prepared, columns))
     derived = [tuple(c) for c in columns]  # (name, merge, derive, source) as plain tuples, for the executors
     schema = T.StructType([*[inputs.schema[k] for k in keys], *partial_fields(inputs, columns)])
     chunk_rows = CHUNK_ROWS
@@ -749,7 +784,7 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
 
         def reduced(chunk):
             table = pa.Table.from_batches(chunk)
-            return run_partials(table, keys, A, B, derived).to_batches(1 << 16)
+            return run_partials(table, keys, A, B, derived, spans).to_batches(1 << 16)
 
         yield from reduced_in_chunks(batches, chunk_rows, reduced)
 

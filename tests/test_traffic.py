@@ -142,10 +142,20 @@ def test_both_engines_the_python_plan_and_the_stream_give_one_answer_on_a_messy_
         assert sorted(outputs["local"][part]["call_id"]) == sorted(outputs["spark"][part]["call_id"]), part
     assert len(outputs["local"]["rejected"]) > 0 and len(outputs["local"]["late"]) > 0
     summary = pd.read_json(tmp_path / "spark" / "summary.json", typ="series")
-    assert summary["plans"][0]["plan"] == "python"
+    assert summary["plans"][0]["plan"] == "python"  # prorated_sum and peak_concurrent: the batch path in Python
 
     assert main(["run", str(path), *query, "--plan", "vector", "--output", str(tmp_path / "vector")]) == 2
-    assert "--plan vector cannot run this query: occupancy" in capsys.readouterr().err
+    assert "--plan vector cannot run this query: prorated_sum:bytes" in capsys.readouterr().err
+    erlangs = [*query[: query.index("--agg")], "--agg", "count", "--agg", "occupancy", "--agg", "erlang",
+               "--master", "local[2]"]  # fmt: skip
+    assert main(["run", str(path), *erlangs, "--output", str(tmp_path / "auto")]) == 0  # vector's kernel
+    assert pd.read_json(tmp_path / "auto" / "summary.json", typ="series")["plans"][0]["plan"] == "vector"
+    assert main(["run", str(path), *erlangs, "--engine", "local", "--output", str(tmp_path / "local-erlangs")]) == 0
+    vector, expected = (pd.read_parquet(tmp_path / name / "windows").sort_values(order).reset_index(drop=True)
+                        for name in ("auto", "local-erlangs"))  # fmt: skip
+    pd.testing.assert_frame_equal(vector, expected[vector.columns], check_exact=False, rtol=1e-12)
+    assert main(["run", str(path), *erlangs, "--plan", "explode", "--output", str(tmp_path / "explode")]) == 2
+    assert "--plan explode cannot compute occupancy" in capsys.readouterr().err
 
     busy = ["busy-hour", str(path), "--start", "start", "--end", "end", "--key", "cell", "--master", "local[2]"]
     for engine in ("local", "spark"):  # the busy hour, on both engines
@@ -169,5 +179,8 @@ def test_both_engines_the_python_plan_and_the_stream_give_one_answer_on_a_messy_
     expected = pd.read_parquet(tmp_path / "first" / "windows").sort_values(order).reset_index(drop=True)
     pd.testing.assert_frame_equal(streamed[expected.columns], expected, check_dtype=False)
     assert main(["stream", str(arriving), *query, "--processor", "jvm", "--output", str(tmp_path / "jvm"),
+                 "--checkpoint", str(tmp_path / "chk-jvm")]) == 2  # fmt: skip
+    assert "--processor jvm cannot run this query: prorated_sum:bytes" in capsys.readouterr().err
+    assert main(["stream", str(arriving), *erlangs, "--processor", "jvm", "--output", str(tmp_path / "jvm"),
                  "--checkpoint", str(tmp_path / "chk-jvm")]) == 2  # fmt: skip
     assert "--processor jvm cannot run this query: occupancy" in capsys.readouterr().err

@@ -219,8 +219,12 @@ def joined_sums(count: np.ndarray, high: np.ndarray, low: np.ndarray, message: s
 PartialSpec = tuple[str, str, str, "str | None"]
 
 
-def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Sequence[PartialSpec]):
+def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Sequence[PartialSpec],
+                 spans: tuple[str, str, int, int, int] | None = None):  # fmt: skip
     """The partial aggregates per (key, window) of an Arrow table of events with their runs of windows.
+
+    ``spans`` (the start and end columns, then the windows' offset, slide and range) is needed by the columns
+    derived as "occupancy": the chronons the events spend inside each window (``spanning.kernels.occupancy``).
 
     ``table`` has the key columns, the run's ``first`` and ``last`` window numbers (``first <= last``) and each
     ``source`` column (null where the event has no value). The result has the key columns, ``_k`` (the window
@@ -246,7 +250,7 @@ def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Seq
         read[source] = (column.to_numpy(zero_copy_only=False), present, column.type)  # text: None where null
     contributions = []
     for _, merge, derive, source in columns:
-        if merge.partition(":")[0] in COLLECTIONS:  # built per window below, from the events' values
+        if merge.partition(":")[0] in COLLECTIONS or derive == "occupancy":  # built per window below
             continue
         if derive == "one":
             contributions.append((np.ones(n, np.int64), None, merge))
@@ -266,14 +270,33 @@ def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Seq
     arrays = [table.column(k).take(rows).combine_chunks() for k in keys] + [pa.array(got.window)]
     numeric = iter(zip(got.values, got.present, strict=True))
     collected = _collection_partials(codes, first_window, last_window, got, columns, read)
+    if any(c[2] == "occupancy" for c in columns):
+        collected["occupancy"] = pa.array(_occupancy_partials(table, codes, first_window, last_window, got, spans))
     for name, _, derive, source in columns:
-        if name in collected:
-            arrays.append(collected[name])
+        if name in collected or derive == "occupancy":
+            arrays.append(collected["occupancy" if derive == "occupancy" else name])
             continue
         column, present = next(numeric)
         kind = read[source][2] if derive == "value" else pa.int64()
         arrays.append(pa.array(column, type=kind, mask=None if present is None else ~present))
     return pa.Table.from_arrays(arrays, names=[*keys, "_k", *[c[0] for c in columns]])
+
+
+def _occupancy_partials(table, codes, first, last, got: RunWindows, spans) -> np.ndarray:
+    """The occupancy of each of ``got``'s windows: every event's four ranges of constants and slopes
+    (``spanning.kernels.occupancy``) merged per (key, window) as sums, then constant + slide · window · slope."""
+    from spanning.kernels.occupancy import occupancy_ranges
+
+    start, end, offset, slide, range_ = spans
+    starts = table.column(start).to_numpy().astype(np.int64)
+    ends = table.column(end).to_numpy().astype(np.int64)
+    first_start = offset + first.astype(np.int64) * slide
+    event, lo, hi, constant, slope = occupancy_ranges(starts, ends, first, last, first_start, slide, range_)
+    parts = aggregate_runs(codes[event], lo, hi, [(constant, None, "sum"), (slope, None, "sum")])
+    if not np.array_equal(parts.window, got.window):  # the four ranges of an event cover its run, no more
+        raise AssertionError("occupancy ranges cover other windows than the runs")
+    with np.errstate(over="ignore"):  # exact modulo 2^64, hence exact (spanning.kernels.occupancy)
+        return parts.values[0] + slide * parts.window * parts.values[1]
 
 
 def _collection_partials(codes, first, last, got: RunWindows, columns: Sequence[PartialSpec], read: dict) -> dict:

@@ -29,8 +29,8 @@ __all__ = ["occupancy_ranges", "window_occupancy"]
 def occupancy_ranges(
     starts: np.ndarray, ends: np.ndarray, first: np.ndarray, last: np.ndarray, first_start: np.ndarray,
     slide: int, range_: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """The four ranges of every event: (lo, hi, constant, slope), empty ranges (lo > hi) left out.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The four ranges of every event: (event, lo, hi, constant, slope), empty ranges (lo > hi) left out.
 
     ``first``/``last`` are the event's run in the caller's window numbering and ``first_start`` the start time
     of window ``first``; window j of the run then holds ``constant + slide·j·slope`` of the event.
@@ -48,7 +48,8 @@ def occupancy_ranges(
     ones = np.ones(len(first), np.int64)
     slope = np.concatenate([ones, 0 * ones, 0 * ones, -ones])
     keep = lo <= hi
-    return lo[keep], hi[keep], constant[keep], slope[keep]
+    event = np.tile(np.arange(len(first), dtype=np.int64), 4)
+    return event[keep], lo[keep], hi[keep], constant[keep], slope[keep]
 
 
 def window_occupancy(
@@ -57,7 +58,7 @@ def window_occupancy(
 ) -> np.ndarray:  # fmt: skip
     """Σ over the events whose run ``first..last`` (in ``0..n_windows - 1``) holds window j of the time they
     spend inside it, per window j (int64, exact)."""
-    lo, hi, constant, slope = occupancy_ranges(starts, ends, first, last, first_start, slide, range_)
+    _, lo, hi, constant, slope = occupancy_ranges(starts, ends, first, last, first_start, slide, range_)
     constants = _wrapping_range_sum(lo, hi, n_windows, constant)
     slopes = _wrapping_range_sum(lo, hi, n_windows, slope)
     with np.errstate(over="ignore"):
