@@ -388,10 +388,13 @@ def read_plan(prepared: Prepared, cfg: RunConfig) -> ReadPlan | None:
     the input or a column is not plain enough for that: local Parquet files of one schema, ``--start`` and
     ``--end`` columns (no expression, no ``--duration``) both timestamps with a zone or both integers, keys that
     are integer or text columns, aggregated columns of integers or floats, and a series start from each key's
-    earliest event or a fixed time (``first`` needs the key's first event in end order)."""
+    earliest event or a fixed time (``first`` needs the key's first event in end order). Not yet for the time
+    inside windows (``per_window_aggregates``): those tasks would need the events' times too."""
     fields, query = cfg.events, cfg.query
     schema = prepared.inputs.parquet_schema if prepared.local_parquet and prepared.inputs else None
     if schema is None or fields.duration is not None or fields.point_events or query.series_start == "first":
+        return None
+    if per_window_aggregates(cfg):
         return None
     types = {f.name: f.type for f in schema}
     times = [types.get(fields.start), types.get(fields.end)]
