@@ -101,12 +101,12 @@ def python_only(cfg: RunConfig) -> str | None:
     if cfg.query.empty_windows == "emit":
         return "--empty-windows emit is written by the Python plan"
     if not jvm_aggregates(cfg):
-        per_window = [a for a in cfg.query.aggregates if parse_aggregate(a).capabilities.per_window]
+        per_window = cfg.query.per_window_aggregates
         in_python = [a for a in per_window if a not in VECTOR_PER_WINDOW]
         if in_python:
             return f"{in_python[0]}: computed by the batch path in Python (the vector kernel takes occupancy, erlang)"
-        if len(per_window) == sum(parse_aggregate(a).capabilities.sql is None for a in cfg.query.aggregates):
-            return None  # the others are SQL aggregates: the vector plan takes them all
+        if all(parse_aggregate(a).capabilities.sql is not None for a in cfg.query.aggregates if a not in per_window):
+            return None  # occupancy or erlang, and SQL aggregates: the vector plan takes them all
         return ("an aggregate other than count, sum, mean, min, max and the distinct counts and quantiles"
                 " (count_distinct, percentile, approx_count_distinct, approx_percentile, hll_sketch, kll_sketch)")
     return None
@@ -125,15 +125,10 @@ def groups_by_its_key(prepared: Prepared) -> bool:
     return len(prepared.key_types) == 1 and isinstance(prepared.key_types[0], INTEGRAL)
 
 
-def per_window_aggregates(cfg: RunConfig) -> list[str]:
-    """The aggregates of ``cfg`` that need each window's bounds (occupancy, erlang): only vector takes them."""
-    return [a for a in cfg.query.aggregates if parse_aggregate(a).capabilities.per_window]
-
-
 def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSample | None) -> Choice:
     """The plan for ``cfg``: ``--plan`` if given, else by the aggregates and the windows per event."""
     needs_python, plan = python_only(cfg), cfg.spark.plan
-    per_window = per_window_aggregates(cfg)
+    per_window = cfg.query.per_window_aggregates
     ids = not groups_by_its_key(prepared)  # whether a JVM plan groups by key ids
     if plan == "python":
         return Choice("python", "--plan python")
@@ -389,12 +384,12 @@ def read_plan(prepared: Prepared, cfg: RunConfig) -> ReadPlan | None:
     ``--end`` columns (no expression, no ``--duration``) both timestamps with a zone or both integers, keys that
     are integer or text columns, aggregated columns of integers or floats, and a series start from each key's
     earliest event or a fixed time (``first`` needs the key's first event in end order). Not yet for the time
-    inside windows (``per_window_aggregates``): those tasks would need the events' times too."""
+    inside windows (``WindowQuery.per_window_aggregates``): those tasks would need the events' times too."""
     fields, query = cfg.events, cfg.query
     schema = prepared.inputs.parquet_schema if prepared.local_parquet and prepared.inputs else None
     if schema is None or fields.duration is not None or fields.point_events or query.series_start == "first":
         return None
-    if per_window_aggregates(cfg):
+    if query.per_window_aggregates:
         return None
     types = {f.name: f.type for f in schema}
     times = [types.get(fields.start), types.get(fields.end)]

@@ -53,7 +53,7 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_colum
 from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions
 from spanning.engines.reader import CHRONON_MS, tzinfo
-from spark_jobs.plans import per_window_aggregates, python_only
+from spark_jobs.plans import python_only
 from spark_jobs.prepare import (
     END,
     REASON,
@@ -240,8 +240,9 @@ def choose_processor(cfg: RunConfig, options: StreamOptions, saved: dict) -> str
     through the driver every batch (docs/STREAMING.md, "The JVM micro-batch path"), so it is there for who asks.
     """
     unsupported = python_only(cfg)  # the micro-batch path merges the partials of the JVM plans' aggregates only
-    if unsupported is None and per_window_aggregates(cfg):  # its tasks' kernel has no windows' bounds yet
-        unsupported = f"{per_window_aggregates(cfg)[0]}: the Python processor computes the time inside windows"
+    per_window = cfg.query.per_window_aggregates
+    if unsupported is None and per_window:  # its tasks' kernel has no windows' bounds yet
+        unsupported = f"{per_window[0]}: the Python processor computes the time inside windows"
     if options.processor == "jvm" and unsupported:
         raise UsageError(f"--processor jvm cannot run this query: {unsupported}; use --processor python or auto")
     if options.processor != "auto":

@@ -192,6 +192,12 @@ class WindowQuery:
         return {output_name(a): a for a in self.aggregates}
 
     @property
+    def per_window_aggregates(self) -> list[str]:
+        """The aggregates of the time inside each window (``capabilities.per_window``: occupancy, erlang,
+        prorated_sum, peak_concurrent), which need the window's bounds."""
+        return [a for a in self.aggregates if parse_aggregate(a).capabilities.per_window]
+
+    @property
     def value_columns(self) -> list[str]:
         """Input columns the aggregates read."""
         return list(dict.fromkeys(c for a in self.aggregates for c in parse_aggregate(a).columns))
@@ -287,7 +293,7 @@ class RunConfig:
                 raise UsageError(f"--technique sweeping cannot compute {unswept[0]} (plane sweeping needs values"
                                  " that can leave a running form): use se-slicing, se-ml-slicing, tuple-buckets or"
                                  " aggregate-buckets")  # fmt: skip
-        per_window = [a for a in self.query.aggregates if parse_aggregate(a).capabilities.per_window]
+        per_window = self.query.per_window_aggregates
         if per_window and (self.execution.technique != "se-slicing" or self.execution.swag is not None):
             how = f"--technique {self.execution.technique}" + (" with --swag" if self.execution.swag else "")
             raise UsageError(f"{how} cannot compute --agg {per_window[0]}: the time inside each window needs the"
