@@ -175,8 +175,9 @@ def reduce_chunk(
     active = first <= overlap_last
     shift = _spread(base - range_from, groups)
     run_first, run_last = first + shift, overlap_last + shift
-    spans = EventSpans(starts, ends, np.broadcast_to(shift, starts.shape), spec.range, s, o)  # for occupancy
-    active_cols = cols.with_spans(spans)
+    active_cols = cols
+    if any(agg.capabilities.per_window for agg in aggregates):  # the time inside windows: the events' spans
+        active_cols = cols.with_spans(EventSpans(starts, ends, np.broadcast_to(shift, starts.shape), spec.range, s, o))
     if not active.all():
         run_first, run_last = run_first[active], run_last[active]
         active_cols = active_cols.subset(np.flatnonzero(active))

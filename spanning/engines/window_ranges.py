@@ -270,11 +270,11 @@ def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Seq
     arrays = [table.column(k).take(rows).combine_chunks() for k in keys] + [pa.array(got.window)]
     numeric = iter(zip(got.values, got.present, strict=True))
     collected = _collection_partials(codes, first_window, last_window, got, columns, read)
-    if any(c[2] == "occupancy" for c in columns):
-        collected["occupancy"] = pa.array(_occupancy_partials(table, codes, first_window, last_window, got, spans))
+    for name in [c[0] for c in columns if c[2] == "occupancy"]:  # one column, shared by occupancy and erlang
+        collected[name] = pa.array(_occupancy_partials(table, codes, first_window, last_window, got, spans))
     for name, _, derive, source in columns:
-        if name in collected or derive == "occupancy":
-            arrays.append(collected["occupancy" if derive == "occupancy" else name])
+        if name in collected:
+            arrays.append(collected[name])
             continue
         column, present = next(numeric)
         kind = read[source][2] if derive == "value" else pa.int64()
