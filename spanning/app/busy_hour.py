@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 
 from spanning.app.jobspec import (
-    EventFields,
     InputFiles,
     OutputOptions,
     RunConfig,
@@ -35,6 +34,7 @@ from spanning.app.jobspec import (
     WindowQuery,
     parse_duration,
 )
+from spanning.app.run_command import add_event_options, events_from_args, run_job
 from spanning.engines.reader import chronon_timestamps, tzinfo
 
 PLOTTED_KEYS = 8  # the plot draws the keys with the most traffic, at most this many
@@ -45,24 +45,14 @@ def add_busy_hour_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("busy-hour", help="each key's busiest hour per day in Erlangs, and its time-consistent"
                        " busy hour", description=__doc__.split("\n\n")[0])  # fmt: skip
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders or globs (CSV, Parquet, JSON lines)")
-    p.add_argument("--start", required=True, metavar="EXPR", help="call start: a column (or Spark SQL expression)")
-    p.add_argument("--end", metavar="EXPR", help="call end")
-    p.add_argument("--duration", metavar="EXPR", help="call duration in chronons (instead of --end)")
-    p.add_argument("--key", action="append", default=[], metavar="EXPR", help="key column, e.g. cell (repeatable)")
     p.add_argument("--hour", default="60m", help="length of the busy hour (default 60m)")
     p.add_argument("--step", default="15m", help="how far apart the candidate hours start (default 15m)")
-    p.add_argument("--timezone", default="UTC",
-                   help="the zone of the days and clock times, and of date-time text without one (default UTC)")
-    p.add_argument("--time-unit", default="s", choices=["s", "ms"], help="chronon: second (default) or millisecond")
-    p.add_argument("--input-format", choices=["csv", "parquet", "json"], help="when the extension does not tell")
-    p.add_argument("--delimiter", default=",", help="CSV field separator (default ,)")
+    add_event_options(p, timezone_help=", and of the days and clock times")
     p.add_argument("--output", default="busy-hour-output", help="output folder (default busy-hour-output)")
     p.add_argument("--format", default="parquet", choices=["parquet", "csv"],
                    help="format of the busy-hour tables (default parquet; the hourly windows are Parquet)")
     p.add_argument("--overwrite", action="store_true", help="replace an output folder that spanning wrote")
     p.add_argument("--engine", default="local", choices=["local", "spark"], help="local (default, pandas) or spark")
-    p.add_argument("--master", help="Spark master URL (with --engine spark)")
-    p.add_argument("--verbose", action="store_true", help="show stack traces and warnings")
     p.set_defaults(handler=_busy_hour)
 
 
@@ -77,9 +67,8 @@ def busy_hour_config(args: argparse.Namespace) -> RunConfig:
     whole = WHOLE_INPUT * (1000 if unit == "ms" else 1)
     query = WindowQuery(range=hour, slide=step, ttp=whole, aggregates=["count", "erlang", "peak_concurrent"],
                         empty_windows="emit")  # fmt: skip
-    events = EventFields(start=args.start, end=args.end, duration=args.duration, keys=args.key, time_unit=unit,
-                         timezone=args.timezone)  # fmt: skip
-    return RunConfig(InputFiles(args.inputs, format=args.input_format, delimiter=args.delimiter), events, query,
+    return RunConfig(InputFiles(args.inputs, format=args.input_format, delimiter=args.delimiter),
+                     events_from_args(args), query,
                      output=OutputOptions(args.output, format="parquet", overwrite=args.overwrite),
                      engine=args.engine, spark=SparkOptions(master=args.master))  # fmt: skip
 
@@ -158,15 +147,7 @@ def plot_busy_hours(windows: pd.DataFrame, consistent: pd.DataFrame, keys: list[
 
 
 def _busy_hour(args: argparse.Namespace) -> int:
-    from spanning.app.run_command import spark_engine
-
-    cfg = busy_hour_config(args)
-    if cfg.engine == "local":
-        from spanning.app.local_run import run_local
-
-        summary = run_local(cfg, args.verbose)
-    else:
-        summary = spark_engine().run(cfg, args.verbose)
+    summary = run_job(busy_hour_config(args), args.verbose)
     output = Path(summary["output"])
     windows = pd.read_parquet(output / "windows")
     keys = [c for c in windows.columns if c not in ("window_start", "window_end", "count", "erlang",

@@ -81,8 +81,8 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
 def add_query_options(p: argparse.ArgumentParser) -> None:
     """The options that describe the query and its input, shared by the commands that run one.
 
-    ``--range --slide --window --ttp --offset --start --end --duration --key --agg --time-unit --series-start
-    --input-format --delimiter --timezone --verbose --master --partitions``; ``query_from_args`` reads them.
+    ``--range --slide --window --ttp --offset --agg --series-start --partitions`` and the event options
+    (``add_event_options``); ``query_from_args`` reads them.
     """
     p.add_argument("--range", help="window range ω: 900, 90s, 15m, 2h, 1d")
     p.add_argument("--slide", help="window slide β")
@@ -93,10 +93,7 @@ def add_query_options(p: argparse.ArgumentParser) -> None:
         "--ttp", default="0", help="time-to-postpone δ: release a window this long after its end (default 0)"
     )
     p.add_argument("--offset", default="0", help="window alignment offset (default 0: aligned to the epoch)")
-    p.add_argument("--start", required=True, metavar="EXPR", help="event start: a column or Spark SQL expression")
-    p.add_argument("--end", metavar="EXPR", help="event end: a column or Spark SQL expression")
-    p.add_argument("--duration", metavar="EXPR", help="event duration in chronons (instead of --end)")
-    p.add_argument("--key", action="append", default=[], metavar="EXPR", help="key column or expression (repeatable)")
+    add_event_options(p)
     p.add_argument(
         "--agg",
         action="append",
@@ -104,20 +101,29 @@ def add_query_options(p: argparse.ArgumentParser) -> None:
         metavar="AGG",
         help=f"{', '.join(aggregate_forms())} (repeatable; default count)",
     )
-    p.add_argument("--master", help="Spark master URL (default: what spark-submit sets, else local[*])")
     p.add_argument("--partitions", type=int, help="Spark partitions for the per-key stage (default: 2 per core)")
-    p.add_argument("--time-unit", default="s", choices=["s", "ms"], help="chronon: second (default) or millisecond")
     p.add_argument(
         "--series-start",
         default="earliest",
         help="per key, windows start after: earliest (start in the data, default), first "
         "(start of the first row in end order, as a stream would) or a time in chronons",
     )
+
+
+def add_event_options(p: argparse.ArgumentParser, timezone_help: str = "") -> None:
+    """The options that say where the events are and how to read them: ``--start --end --duration --key
+    --time-unit --input-format --delimiter --timezone --master --verbose`` (``events_from_args`` reads them)."""
+    p.add_argument("--start", required=True, metavar="EXPR", help="event start: a column or Spark SQL expression")
+    p.add_argument("--end", metavar="EXPR", help="event end: a column or Spark SQL expression")
+    p.add_argument("--duration", metavar="EXPR", help="event duration in chronons (instead of --end)")
+    p.add_argument("--key", action="append", default=[], metavar="EXPR", help="key column or expression (repeatable)")
+    p.add_argument("--master", help="Spark master URL (default: what spark-submit sets, else local[*])")
+    p.add_argument("--time-unit", default="s", choices=["s", "ms"], help="chronon: second (default) or millisecond")
     p.add_argument("--input-format", choices=["csv", "parquet", "json"], help="when the extension does not tell")
     p.add_argument("--delimiter", default=",", help="CSV field separator (default ,)")
     p.add_argument("--timezone", default="UTC",
-                   help="time zone of date-time text without one: a region such as Europe/Paris, UTC (default) "
-                   "or +01:00")  # fmt: skip
+                   help=f"time zone of date-time text without one{timezone_help}: a region such as Europe/Paris,"
+                   " UTC (default) or +01:00")  # fmt: skip
     p.add_argument("--verbose", action="store_true", help="show stack traces and Spark warnings")
 
 
@@ -169,16 +175,20 @@ def query_from_args(args: argparse.Namespace) -> tuple[EventFields, WindowQuery]
             print(f"spanning: warning: the slide ({slide} {unit}) is longer than the range ({range_} {unit}): the"
                   f" windows leave gaps of {slide - range_} {unit}, and an event wholly inside a gap is in no window",
                   file=sys.stderr)  # fmt: skip
-    events = EventFields(
+    return events_from_args(args), query
+
+
+def events_from_args(args: argparse.Namespace) -> EventFields:
+    """The events of the options of ``add_event_options`` (``--point-events`` where the command has it)."""
+    return EventFields(
         start=args.start,
         end=args.end,
         duration=args.duration,
         keys=args.key,
         point_events=getattr(args, "point_events", False),
-        time_unit=unit,
+        time_unit=args.time_unit,
         timezone=args.timezone,
     )
-    return events, query
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -213,14 +223,17 @@ def _run(args: argparse.Namespace) -> int:
                 build_swag(swag, parse_aggregate(agg))
             except ValueError as err:
                 raise UsageError(str(err)) from err
+    print(human_summary(run_job(cfg, args.verbose)))
+    return 0
+
+
+def run_job(cfg: RunConfig, verbose: bool) -> dict:
+    """Run ``cfg`` on its engine, ``--engine local`` or Spark, and return its summary (summary.json's)."""
     if cfg.engine == "local":
         from spanning.app.local_run import run_local
 
-        summary = run_local(cfg, args.verbose)
-    else:
-        summary = spark_engine().run(cfg, args.verbose)
-    print(human_summary(summary))
-    return 0
+        return run_local(cfg, verbose)
+    return spark_engine().run(cfg, verbose)
 
 
 def spark_engine() -> Any:
