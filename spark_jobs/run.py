@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from spanning.aggregates import SumOverflowError
+from spanning.aggregates import CHRONONS_PER_SECOND, SumOverflowError, seconds_columns
 from spanning.app.files import Inputs, check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.app.local_run import write_arrow_part
@@ -61,6 +61,14 @@ def to_time(column, cfg: RunConfig, is_timestamp: bool):
     if not is_timestamp:
         return column
     return F.timestamp_millis(column) if cfg.events.time_unit == "ms" else F.timestamp_seconds(column)
+
+
+def to_seconds(name: str, cfg: RunConfig, seconds: list[str], alias: str | None = None):
+    """An aggregate column as written: ``occupancy`` ones (``seconds``) divided into seconds (``seconds_columns``)."""
+    column = quoted(name)
+    if name in seconds:
+        column = column / CHRONONS_PER_SECOND[cfg.events.time_unit]
+    return column.alias(alias or name)
 
 
 def _tag(label: str | None) -> list:
@@ -153,12 +161,13 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
     windows = out.where(F.col(LATE_SEQ).isNull())
     if query.empty_windows == "skip":
         windows = windows.where(F.col(EVENTS_COLUMN) > 0)
+    seconds = seconds_columns(query.aggregate_columns, cfg.events.time_unit)
     windows = windows.select(
         *[quoted(k) for k in prepared.keys],
         *tag,
         to_time(F.col("window_start"), cfg, prepared.time_is_timestamp).alias("window_start"),
         to_time(F.col("window_end"), cfg, prepared.time_is_timestamp).alias("window_end"),
-        *[quoted(name) for name in query.aggregate_columns],
+        *[to_seconds(name, cfg, seconds) for name in query.aggregate_columns],
     )
     late_events = functools.reduce(lambda a, b: a.unionByName(b), late_parts)
     rejected = prepared.rows

@@ -47,6 +47,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spanning.aggregates import seconds_columns
 from spanning.app.csv_records import MALFORMED
 from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
@@ -66,7 +67,7 @@ from spark_jobs.prepare import (
     read_input,
     valid_column,
 )
-from spark_jobs.run import to_time
+from spark_jobs.run import to_seconds, to_time
 from spark_jobs.stream_jvm import STATE, ControlFiles, JvmMicroBatch, StateTable
 from spark_jobs.windowed import result_type
 
@@ -427,11 +428,14 @@ class BatchWriter:
     def _processor_table(self, batch: DataFrame, keys: dict[str, str], as_time: bool):
         """The Python processor's rows of one batch, as Arrow on the driver (one Spark action)."""
         job = self.job
+        in_seconds = seconds_columns(job.cfg.query.aggregate_columns, job.cfg.events.time_unit)
+        seconds = [job.aggregates[n] for n in in_seconds]  # occupancy in seconds
         return batch.select(
             F.col(KIND), F.col(BUCKET), *[F.col(c) for c in STATS], *[F.col(c) for c in keys.values()],
             to_time(F.col("window_start"), job.cfg, as_time).alias("window_start"),
             to_time(F.col("window_end"), job.cfg, as_time).alias("window_end"),
-            *[F.col(c) for c in job.aggregates.values()], *[F.col(c) for c in job.originals.values()],
+            *[to_seconds(c, job.cfg, seconds) for c in job.aggregates.values()],
+            *[F.col(c) for c in job.originals.values()],
             F.col("windows_missed"), F.col(REASON),
         ).toArrow()  # fmt: skip
 

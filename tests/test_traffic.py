@@ -193,3 +193,34 @@ def test_both_engines_the_python_plan_and_the_stream_give_one_answer_on_a_messy_
     assert main(["stream", str(arriving), *erlangs, "--processor", "jvm", "--output", str(tmp_path / "jvm"),
                  "--checkpoint", str(tmp_path / "chk-jvm")]) == 2  # fmt: skip
     assert "--processor jvm cannot run this query: occupancy" in capsys.readouterr().err
+
+
+def test_occupancy_is_in_seconds_with_millisecond_chronons():
+    """``time_unit="ms"``: occupancy in float seconds (the chronons / 1000), erlang unit-free as with seconds."""
+    calls = pd.DataFrame({"start": [3_000, 14_000, 2_500], "end": [12_000, 15_000, 2_501]})  # 9 s, 1 s, 1 ms
+    out = spanning.aggregate(calls, range=10_000, slide=5_000, ttp=10_000, time_unit="ms",
+                             aggregates={"busy": "occupancy", "erl": "erlang"})  # fmt: skip
+    assert out["busy"].dtype == np.float64
+    assert out["busy"].tolist() == [2.001, 7.001, 8.0, 3.0]
+    assert np.allclose(out["erl"], [0.2001, 0.7001, 0.8, 0.3], rtol=1e-12)
+
+
+def test_both_engines_and_the_stream_report_occupancy_in_seconds_with_millisecond_chronons(spark, tmp_path):
+    from spanning.cli import main
+
+    folder = tmp_path / "calls"
+    folder.mkdir()
+    (folder / "calls.csv").write_text("cell,start,end\na,3000,12000\na,14000,15000\nb,2500,2501\n")
+    query = ["--range", "10000ms", "--slide", "5000ms", "--ttp", "10000ms", "--time-unit", "ms", "--key", "cell",
+             "--start", "start", "--end", "end", "--agg", "occupancy", "--agg", "erlang", "--master", "local[2]"]
+    runs = {"local": ["run", "--engine", "local"], "vector": ["run", "--plan", "vector"],  # Spark's plans share
+            "stream": ["stream", "--drain", "--checkpoint", str(tmp_path / "chk")]}  # the output's conversion
+    outputs = {}
+    for name, (command, *extra) in runs.items():
+        assert main([command, str(folder), *query, *extra, "--output", str(tmp_path / name)]) == 0, name
+        windows = pd.read_parquet(tmp_path / name / "windows").sort_values(["cell", "window_start"])
+        outputs[name] = windows.reset_index(drop=True)
+    local = outputs["local"]
+    assert local["occupancy"].tolist() == [2.0, 7.0, 8.0, 3.0, 0.001, 0.001]
+    for name in ("vector", "stream"):
+        pd.testing.assert_frame_equal(local, outputs[name][local.columns], check_exact=False, rtol=1e-12, obj=name)

@@ -63,9 +63,10 @@ from spanning.aggregates.parser import (
     sum_of,
 )
 from spanning.aggregates.protocol import Aggregate, UserAggregate
-from spanning.aggregates.traffic import Erlang, Occupancy
+from spanning.aggregates.traffic import CHRONONS_PER_SECOND, Erlang, Occupancy, seconds_columns
 
 __all__ = [
+    "CHRONONS_PER_SECOND",
     "Aggregate",
     "ApproxCountDistinct",
     "ApproxPercentile",
@@ -108,4 +109,5 @@ __all__ = [
     "stddev",
     "stddev_pop",
     "sum_of",
+    "seconds_columns",
 ]

@@ -4,8 +4,9 @@ An event counts in full in every window it overlaps for ``count``; here it count
 inside the window, ``|[l, u) ∩ [S, S + ω)|`` (docs/SEMANTICS.md, "Traffic"). ITU-T E.500 measures traffic
 intensity as the mean number of busy resources over a period: the occupancy divided by the period, in Erlangs.
 
-* ``occupancy``: Σ over the window's member events of the chronons they spend inside it (int64, exact; seconds
-  with the default ``time_unit="s"``, milliseconds with ``"ms"``); 0 over no events.
+* ``occupancy``: Σ over the window's member events of the seconds they spend inside it; 0 over no events. It is
+  summed in chronons (int64, exact) and reported in seconds (``seconds_columns``): the int64 as is with the
+  default ``time_unit="s"``, divided by 1000 into a float64 with ``"ms"``.
 * ``erlang``: occupancy / ω, a float; 0.0 over no events.
 
 Membership is the usual rule (TTP): a late event adds nothing to the windows it missed. Both need the
@@ -25,6 +26,7 @@ window's bounds, which a per-event partial does not have: the batch path compute
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -34,7 +36,9 @@ from spanning.aggregates.columns import BatchColumns, nullable
 from spanning.aggregates.protocol import Aggregate
 from spanning.kernels.ranges import explode, range_count
 
-__all__ = ["TRAFFIC", "Erlang", "Occupancy", "PeakConcurrent", "ProratedSum"]
+__all__ = ["CHRONONS_PER_SECOND", "TRAFFIC", "Erlang", "Occupancy", "PeakConcurrent", "ProratedSum", "seconds_columns"]
+
+CHRONONS_PER_SECOND = {"s": 1, "ms": 1000}
 
 
 class _Inside(Aggregate):
@@ -173,6 +177,22 @@ class PeakConcurrent(_Inside):
 
 
 _NO_PARTS = np.zeros((2, 0), np.int64)
+
+
+def seconds_columns(aggregates: Mapping[str, str | Aggregate], time_unit: str) -> list[str]:
+    """The output columns every engine divides by ``CHRONONS_PER_SECOND[time_unit]`` as it writes them: the
+    ``occupancy`` ones, reported in seconds, when a chronon is not a second (``aggregates``: output name -> spec).
+
+    >>> seconds_columns({"busy": "occupancy", "erl": "erlang", "n": "count"}, "ms")
+    ['busy']
+    >>> seconds_columns({"busy": "occupancy"}, "s")
+    []
+    """
+    if CHRONONS_PER_SECOND[time_unit] == 1:
+        return []
+    from spanning.aggregates.parser import parse_aggregate  # the parser imports this module
+
+    return [name for name, spec in aggregates.items() if isinstance(parse_aggregate(spec), Occupancy)]
 
 TRAFFIC = {"occupancy": Occupancy, "erlang": Erlang, "prorated_sum": ProratedSum,
            "peak_concurrent": PeakConcurrent}  # fmt: skip

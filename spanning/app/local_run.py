@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.csv
 import pyarrow.parquet
 
-from spanning.aggregates import SumOverflowError
+from spanning.aggregates import CHRONONS_PER_SECOND, SumOverflowError, seconds_columns
 from spanning.app.csv_records import MALFORMED
 from spanning.app.files import check_plain_columns, input_files, read_local, unknown_column
 from spanning.app.jobspec import (
@@ -171,6 +171,8 @@ def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict
     if prepared.is_timestamp:
         for col in ("window_start", "window_end"):
             windows[col] = chronon_timestamps(windows[col].to_numpy(np.int64), cfg.events.time_unit).array
+    for col in seconds_columns(q.aggregate_columns, cfg.events.time_unit):  # occupancy in seconds
+        windows[col] = windows[col].to_numpy(np.int64) / CHRONONS_PER_SECOND[cfg.events.time_unit]
     late_rows = frame.iloc[events[ROW].to_numpy()[late.index.to_numpy()]].assign(
         **({"window": late["window"].to_numpy()} if "window" in late else {}),
         windows_missed=late["windows_missed"].to_numpy(),

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spanning.aggregates import Aggregate, BatchColumns, Count, nullable_column
+from spanning.aggregates import CHRONONS_PER_SECOND, Aggregate, BatchColumns, Count, nullable_column, seconds_columns
 from spanning.engines.chunks import KeyedEvents, batch_columns, key_values, reduce_chunk
 from spanning.engines.engine import Engine, build_aggregates, per_event_refusal
 from spanning.engines.inputs import FrameEvents, read_events
@@ -146,6 +146,8 @@ def _aggregate(
     if ev.timestamps:  # the bounds as the times were given: instants
         for name in ("window_start", "window_end"):
             windows[name] = chronon_timestamps(windows[name].to_numpy(np.int64), columns.time_unit).array
+    for name in seconds_columns(dict(zip(names, aggs, strict=True)), columns.time_unit):  # occupancy in seconds
+        windows[name] = windows[name].to_numpy(np.int64) / CHRONONS_PER_SECOND[columns.time_unit]
     late = frame.iloc[late_rows].copy()
     late["windows_missed"] = missed
     windows.attrs["late"] = late
