@@ -383,13 +383,13 @@ def read_plan(prepared: Prepared, cfg: RunConfig) -> ReadPlan | None:
     the input or a column is not plain enough for that: local Parquet files of one schema, ``--start`` and
     ``--end`` columns (no expression, no ``--duration``) both timestamps with a zone or both integers, keys that
     are integer or text columns, aggregated columns of integers or floats, and a series start from each key's
-    earliest event or a fixed time (``first`` needs the key's first event in end order). Not yet for the time
-    inside windows (``WindowQuery.per_window_aggregates``): those tasks would need the events' times too."""
+    earliest event or a fixed time (``first`` needs the key's first event in end order). Of the time inside
+    windows (``WindowQuery.per_window_aggregates``), the tasks compute what vector does (``VECTOR_PER_WINDOW``)."""
     fields, query = cfg.events, cfg.query
     schema = prepared.inputs.parquet_schema if prepared.local_parquet and prepared.inputs else None
     if schema is None or fields.duration is not None or fields.point_events or query.series_start == "first":
         return None
-    if query.per_window_aggregates:
+    if any(a not in VECTOR_PER_WINDOW for a in query.per_window_aggregates):
         return None
     types = {f.name: f.type for f in schema}
     times = [types.get(fields.start), types.get(fields.end)]
@@ -411,7 +411,7 @@ def read_plan(prepared: Prepared, cfg: RunConfig) -> ReadPlan | None:
             values[name] = (internal, "float")
         else:
             return None
-    _, columns = _partials({**prepared.aggregates(query), EVENTS_COLUMN: "count"}, prepared)
+    _, columns = _partials({**prepared.aggregates(query), EVENTS_COLUMN: "count"}, prepared, query)
     series = None if query.series_start == "earliest" else int(query.series_start)
     return ReadPlan(fields.start, fields.end, fields.time_unit, list(fields.keys), values, query.range, query.slide,
                     query.offset, query.ttp, series, [tuple(c) for c in columns])  # fmt: skip
@@ -428,7 +428,7 @@ def parquet_window_job(spark, prepared: Prepared, cfg: RunConfig, plan: ReadPlan
 
     keys = prepared.keys
     outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
-    parts, columns = _partials(outputs, prepared)  # the same columns as ``plan.partials``
+    parts, columns = _partials(outputs, prepared, cfg.query)  # the same columns as ``plan.partials``
     schema = T.StructType([
         *[T.StructField(k, t) for k, t in zip(keys, prepared.key_types, strict=True)], T.StructField(K, T.LongType()),
         *[T.StructField(c.name, _partial_type(c, prepared.value_types.get(c.source))) for c in columns],

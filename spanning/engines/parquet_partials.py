@@ -90,10 +90,13 @@ def reduce_rows(table, plan: ReadPlan):
     late = accepted & (np.minimum(b + 1, a) > overlap_first)
     active = np.flatnonzero(accepted & (a <= b))
     rows = pa.array(active)
+    spans, times = None, {}
+    if any(derive == "occupancy" for _, _, derive, _ in plan.partials):  # the time inside windows: [l, u) too
+        spans, times = ("_l", "_u", o, s, w), {"_l": start[active], "_u": u[active]}
     events = pa.table({**{k: table.column(k).take(rows) for k in plan.keys}, "_a": a[active], "_b": b[active],
-                       **{c: column.take(rows) for c, column in shipped.items()}})  # fmt: skip
+                       **times, **{c: column.take(rows) for c, column in shipped.items()}})  # fmt: skip
     counts = (n, int(n - accepted.sum()), int(late.sum()))
-    return run_partials(events, plan.keys, "_a", "_b", plan.partials), counts
+    return run_partials(events, plan.keys, "_a", "_b", plan.partials, spans), counts
 
 
 def row_group_partials(path: str, row_group: int, part: int, parts: int, plan: ReadPlan) -> Iterator:
