@@ -46,6 +46,7 @@ class RunWindows:
     window: np.ndarray  # window number
     values: list[np.ndarray]  # one per column, merged over the events whose run contains the window
     present: list[np.ndarray | None]  # per column: False where no event had a value (None: always present)
+    run_row: np.ndarray  # per event, the row of its run's first window (its run is on consecutive rows)
 
 
 def aggregate_runs(
@@ -60,7 +61,7 @@ def aggregate_runs(
     n = len(first)
     empty = np.zeros(0, np.int64)
     if n == 0:
-        return RunWindows(empty, empty, [np.zeros(0, v.dtype) for v, _, _ in columns], [None] * len(columns))
+        return RunWindows(empty, empty, [np.zeros(0, v.dtype) for v, _, _ in columns], [None] * len(columns), empty)
     codes = np.asarray(codes, np.int64)
     low, high = np.asarray(first, np.int64), np.asarray(last, np.int64) + 1
     point_code, point_window, i_low, i_high = _elementary_intervals(codes, low, high)
@@ -69,9 +70,11 @@ def aggregate_runs(
     live = np.flatnonzero(covering > 0)  # covered, so both ends belong to the same key
     lengths = point_window[live + 1] - point_window[live]
     cell = np.repeat(live, lengths)
-    window = point_window[cell] + (np.arange(len(cell)) - np.repeat(np.cumsum(lengths) - lengths, lengths))
-    first_row = np.full(int(codes.max()) + 1, n, np.int64)
-    np.minimum.at(first_row, codes, np.arange(n))
+    cell_row = np.zeros(cells, np.int64)  # the row of each covered cell's first window
+    cell_row[live] = np.cumsum(lengths) - lengths
+    window = point_window[cell] + (np.arange(len(cell)) - np.repeat(cell_row[live], lengths))
+    key_row = np.full(int(codes.max()) + 1, n, np.int64)
+    np.minimum.at(key_row, codes, np.arange(n))
     values, present = [], []
     for column, has, merge in columns:
         column = np.asarray(column)
@@ -86,7 +89,7 @@ def aggregate_runs(
         values.append(merged[cell])
         counted = None if has is None else _difference_sum(cells, i_low, i_high, has.astype(np.int64))[cell] > 0
         present.append(counted)
-    return RunWindows(first_row[point_code[cell]], window, values, present)
+    return RunWindows(key_row[point_code[cell]], window, values, present, cell_row[i_low])
 
 
 def _elementary_intervals(codes, low, high):
@@ -269,9 +272,9 @@ def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Seq
     rows = pa.array(got.key_row)
     arrays = [table.column(k).take(rows).combine_chunks() for k in keys] + [pa.array(got.window)]
     numeric = iter(zip(got.values, got.present, strict=True))
-    collected = _collection_partials(codes, first_window, last_window, got, columns, read)
+    collected = _collection_partials(first_window, last_window, got, columns, read)
     for name in [c[0] for c in columns if c[2] == "occupancy"]:  # one column, shared by occupancy and erlang
-        collected[name] = pa.array(_occupancy_partials(table, codes, first_window, last_window, got, spans))
+        collected[name] = pa.array(_occupancy_partials(table, first_window, last_window, got, spans))
     for name, _, derive, source in columns:
         if name in collected:
             arrays.append(collected[name])
@@ -282,24 +285,21 @@ def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Seq
     return pa.Table.from_arrays(arrays, names=[*keys, "_k", *[c[0] for c in columns]])
 
 
-def _occupancy_partials(table, codes, first, last, got: RunWindows, spans) -> np.ndarray:
-    """The occupancy of each of ``got``'s windows: every event's four ranges of constants and slopes
-    (``spanning.kernels.occupancy``) merged per (key, window) as sums, then constant + slide · window · slope."""
-    from spanning.kernels.occupancy import occupancy_ranges
+def _occupancy_partials(table, first, last, got: RunWindows, spans) -> np.ndarray:
+    """The occupancy of each of ``got``'s windows: every event's four points of constants and slopes
+    (``spanning.kernels.occupancy``) as rows of ``got`` (its run's windows are consecutive rows there)."""
+    from spanning.kernels.occupancy import occupancy_points, occupancy_sums
 
     start, end, offset, slide, range_ = spans
     starts = table.column(start).to_numpy().astype(np.int64)
     ends = table.column(end).to_numpy().astype(np.int64)
-    first_start = offset + first.astype(np.int64) * slide
-    event, lo, hi, constant, slope = occupancy_ranges(starts, ends, first, last, first_start, slide, range_)
-    parts = aggregate_runs(codes[event], lo, hi, [(constant, None, "sum"), (slope, None, "sum")])
-    if not np.array_equal(parts.window, got.window):  # the four ranges of an event cover its run, no more
-        raise AssertionError("occupancy ranges cover other windows than the runs")
-    with np.errstate(over="ignore"):  # exact modulo 2^64, hence exact (spanning.kernels.occupancy)
-        return parts.values[0] + slide * parts.window * parts.values[1]
+    first = first.astype(np.int64)
+    points, constants = occupancy_points(starts, ends, first, last, offset + first * slide, slide, range_)
+    rows = tuple(got.run_row + (point - first) for point in points)
+    return occupancy_sums(rows, constants, got.window, slide)
 
 
-def _collection_partials(codes, first, last, got: RunWindows, columns: Sequence[PartialSpec], read: dict) -> dict:
+def _collection_partials(first, last, got: RunWindows, columns: Sequence[PartialSpec], read: dict) -> dict:
     """The set, value list or sketch of each collection column (``COLLECTIONS``) per covered window, as Arrow
     arrays by column name: built by the batch path's array faces (``spanning.aggregates.distinct``), each
     event's run of windows being a run of consecutive rows of ``got`` (every window of a run is covered)."""
@@ -312,14 +312,7 @@ def _collection_partials(codes, first, last, got: RunWindows, columns: Sequence[
     from spanning.aggregates.distinct import ApproxCountDistinct, ApproxPercentile, CountDistinct, Percentile
 
     windows = len(got.window)
-    if len(first):  # each event's first window among the rows, ordered by (key, window) as got's
-        base = int(min(first.min(), got.window.min()))
-        span = int(max(last.max(), got.window.max())) - base + 1
-        if (int(codes.max()) + 1) * span >= 2**62:
-            raise OverflowError("window numbers too far apart for one int64 per (key, window)")
-        row = np.searchsorted(codes[got.key_row] * span + (got.window - base), codes * span + (first - base))
-    else:
-        row = np.zeros(0, np.int64)
+    row = got.run_row
     cols = BatchColumns({source: (value if derive != "double" else value.astype(np.float64),
                                   np.ones(len(value), bool) if present is None else present)
                          for _, _, derive, source in wanted for value, present, _ in [read[source]]},
