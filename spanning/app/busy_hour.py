@@ -43,7 +43,7 @@ WHOLE_INPUT = 10 * 366 * 86400  # the TTP, in seconds: no call of a batch over f
 
 def add_busy_hour_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("busy-hour", help="each key's busiest hour per day in Erlangs, and its time-consistent"
-                       " busy hour", description=__doc__.split("\n\n")[0])  # fmt: skip
+                       " busy hour", description=__doc__.split("\n\n")[0].replace("``", ""))  # fmt: skip
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders or globs (CSV, Parquet, JSON lines)")
     p.add_argument("--hour", default="60m", help="length of the busy hour (default 60m)")
     p.add_argument("--step", default="15m", help="how far apart the candidate hours start (default 15m)")
