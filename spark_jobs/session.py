@@ -6,6 +6,7 @@ import atexit
 import importlib.util
 import logging
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -61,13 +62,29 @@ def driver_memory() -> str | None:
         return None
     folder = os.environ.get("SPARK_CONF_DIR") or os.path.join(os.environ.get("SPARK_HOME", ""), "conf")
     defaults = Path(folder) / "spark-defaults.conf"
-    if defaults.is_file() and "spark.driver.memory" in defaults.read_text(errors="replace"):
+    if defaults.is_file() and _sets(defaults.read_text(errors="replace"), "spark.driver.memory"):
         return None
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # no sysconf (Windows): Spark's default
         return None
     return f"{min(max(total // 4 // 2**20, 1024), 8192)}m"
+
+
+def _sets(properties: str, key: str) -> bool:
+    """Whether a properties file (spark-defaults.conf: ``key value``, ``key=value`` or ``key: value`` lines,
+    ``#`` and ``!`` comments) gives ``key`` a value.
+
+    >>> _sets("# spark.driver.memory 4g\\nspark.master local[2]\\n", "spark.driver.memory")
+    False
+    >>> _sets("  spark.driver.memory=4g\\n", "spark.driver.memory")
+    True
+    """
+    for line in properties.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and re.split(r"[\s=:]", line, maxsplit=1)[0] == key:
+            return True
+    return False
 
 
 def starting(master: str | None) -> str:

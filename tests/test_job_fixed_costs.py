@@ -223,6 +223,8 @@ def test_the_driver_heap_is_a_quarter_of_memory_unless_the_user_gives_one(tmp_pa
     heap = driver_memory()
     assert heap is not None and 1024 <= int(heap.removesuffix("m")) <= 8192
     assert submit_args(["-Dx=1"], heap).startswith(f"--driver-memory {heap} --driver-java-options")
+    (tmp_path / "spark-defaults.conf").write_text("# spark.driver.memory 5g\nspark.master local[2]\n")
+    assert driver_memory() == heap  # commented out: not given
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.memory 3g\n")
     assert driver_memory() is None
     (tmp_path / "spark-defaults.conf").unlink()
