@@ -20,9 +20,12 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spanning.app.jobspec import REASONS, EventFields, InputFiles, RunConfig, UsageError, WindowQuery
 from spanning.app.local_run import END, ROW, START, prepare_local
+from tests.budget import examples
 
 START_BAD, END_BAD, DURATION_BAD = REASONS["start"], REASONS["end"], REASONS["duration"]
 FRACTION, ORDER = REASONS["fraction"], REASONS["order"]
@@ -346,3 +349,19 @@ def test_both_engines_refuse_a_start_and_end_of_two_kinds(utc_session, tmp_path)
             read(cfg)
         messages.append(str(caught.value))
     assert messages[0] == messages[1] and messages[0].startswith("--start holds epoch numbers but --end holds")
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.text(alphabet="0123456789 +-:.TZeEnNaA\n\t", max_size=30),
+                                 st.sampled_from([v for rows in (DATE_TIMES, EPOCH_TEXT, DURATIONS) for row in rows
+                                                  for v in row[:2] if isinstance(v, str)])),
+                       max_size=40))  # fmt: skip
+def test_re2_masks_are_python_s_fullmatch(values):
+    """The patterns through pyarrow's RE2 (``text_mask``) match exactly what Python's ``re.fullmatch`` matches,
+    a trailing newline included (Python's ``$`` would match before it; ``fullmatch`` and RE2's ``$`` do not)."""
+    from spanning.engines.reader import PATTERNS, arrow_text, matches, text_mask
+
+    text = arrow_text(pd.Series(values, dtype=object))
+    for name in PATTERNS:
+        want = [v is not None and matches(name, v) for v in values]
+        assert text_mask(text, name).tolist() == want, name

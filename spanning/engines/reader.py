@@ -158,23 +158,41 @@ def check_timezone(name: str) -> str:
     return name
 
 
-def _text_mask(series: pd.Series, name: str) -> np.ndarray:
-    return series.str.fullmatch(PATTERNS[name]).fillna(False).to_numpy(dtype=bool)
+def arrow_text(series: pd.Series):
+    """A column of text (None, NaN or NA for null) as an Arrow string array, for pyarrow.compute's RE2."""
+    import pyarrow as pa
+
+    return pa.array(series.astype("string"), type=pa.large_string(), from_pandas=True)
+
+
+def text_mask(text, name: str) -> np.ndarray:
+    """Which values of an Arrow string array (``arrow_text``) are, as a whole, pattern ``name`` (False for null).
+
+    RE2 (pyarrow.compute) instead of Python's ``re`` per value: 50-100 times faster on a million values; the
+    patterns are in the subset both read alike, and RE2's ``$`` is the very end of the text (Python's
+    ``fullmatch``), which ``tests/test_time_parsing.py`` checks against ``re`` on random text.
+    """
+    import pyarrow.compute as pc
+
+    matched = pc.match_substring_regex(text, f"^(?:{PATTERNS[name]})$")
+    return matched.fill_null(False).to_numpy(zero_copy_only=False)
 
 
 def text_stats(series: pd.Series) -> ColumnStats:
     """The counts of ``column_kind`` for a column of text (None for null)."""
-    text = series.astype("string")
-    present = text.notna().to_numpy()
-    integer = _text_mask(text, "integer")
-    plain = _text_mask(text, "plain_integer")
-    if plain.any():  # 19-digit plain integers may still overflow
-        plain[plain] = [INT64[0] <= int(v) <= INT64[1] for v in text[plain]]
+    import pyarrow.compute as pc
+
+    text = arrow_text(series)
+    present = len(text) - text.null_count
+    plain = text_mask(text, "plain_integer")
+    long = plain & (pc.utf8_length(text).fill_null(0).to_numpy(zero_copy_only=False) >= 19)
+    if long.any():  # 19-digit plain integers may still overflow
+        plain[long] = [INT64[0] <= int(v) <= INT64[1] for v in text.filter(long).to_pylist()]
     return ColumnStats(
-        present=int(present.sum()),
-        integer=int(integer.sum()),
-        number=int(_text_mask(text, "number").sum()),
-        date_time=int(_text_mask(text, "date_time").sum()),
+        present=int(present),
+        integer=int(text_mask(text, "integer").sum()),
+        number=int(text_mask(text, "number").sum()),
+        date_time=int(text_mask(text, "date_time").sum()),
         plain_integer=int(plain.sum()),
     )
 
@@ -228,12 +246,12 @@ def number_values(series: pd.Series, kind: str | None) -> Numbers:
     n = len(series)
     none = np.zeros(n, dtype=bool)
     if is_text(series):
-        text = series.astype("string")
-        given = text.notna().to_numpy()
-        nan = _text_mask(text, "nan")
+        text = arrow_text(series)
+        given = text.is_valid().to_numpy(zero_copy_only=False)
+        nan = text_mask(text, "nan")
         if kind == "integer":
-            match = _text_mask(text, "integer")
-            parsed = [int(v) for v in text[match]]
+            match = text_mask(text, "integer")
+            parsed = [int(v) for v in text.filter(match).to_pylist()]
             fits = np.array([INT64[0] <= v <= INT64[1] for v in parsed], dtype=bool)
             values = np.zeros(n, dtype=np.int64)
             rows = np.flatnonzero(match)
@@ -243,9 +261,9 @@ def number_values(series: pd.Series, kind: str | None) -> Numbers:
             out_of_range = np.zeros(n, dtype=bool)
             out_of_range[rows[~fits]] = True
             return Numbers(values, present, given & ~match & ~nan, out_of_range, none)
-        match = _text_mask(text, "number")
+        match = text_mask(text, "number")
         floats = np.zeros(n, dtype=np.float64)
-        floats[match] = [float(v) for v in text[match]]
+        floats[match] = [float(v) for v in text.filter(match).to_pylist()]
         infinite = match & np.isinf(floats)
         floats[infinite] = 0
         return Numbers(floats, match & ~infinite, given & ~match & ~nan, none, infinite)
@@ -366,26 +384,47 @@ def _whole_chronons(values: np.ndarray, present: np.ndarray) -> Times:
     return Times(whole.astype(np.int64), present, present & (whole != values))
 
 
+_GROUP = re.compile(r"\((?!\?)")  # a capturing group's opening parenthesis
+_FIELDS = ("year", "month", "day", "hour", "minute", "second", "fraction", "offset")  # the date-time's groups
+
+
+def _named(pattern: str, names: tuple[str, ...]) -> str:
+    """``pattern`` with its capturing groups named ``names`` in order (pyarrow's ``extract_regex`` needs names)."""
+    given = iter(names)
+    return _GROUP.sub(lambda _: f"(?P<{next(given)}>", pattern)
+
+
 def _date_time_text(text: pd.Series, zone: str) -> tuple[np.ndarray, np.ndarray]:
     """Microseconds since the epoch of date-time text (the contract's grammar), and which rows parsed."""
-    parts = text.str.extract(f"^{PATTERNS['date_time']}$")
-    parts = parts.where(text.str.fullmatch(PATTERNS["date_time"]).fillna(False), None)
-    year, month, day, hour, minute, second, fraction, offset = (parts[i] for i in range(8))
-    y, m, d, hh, mm, ss = (pd.to_numeric(c, errors="coerce").fillna(0).to_numpy(np.int64)
-                           for c in (year, month, day, hour, minute, second))  # fmt: skip
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = pc.extract_regex(arrow_text(text), f"^(?:{_named(PATTERNS['date_time'], _FIELDS)})$")
+    matched = parts.is_valid().to_numpy(zero_copy_only=False)
+
+    def field(name: str):  # "" where an optional part is absent, null where the text did not match
+        return pc.fill_null(parts.field(name), "")
+
+    def number(name: str) -> np.ndarray:  # the digits as an integer, 0 where absent
+        digits = field(name)
+        digits = pc.if_else(pc.equal(digits, ""), "0", digits)
+        return pc.cast(digits, pa.int64()).to_numpy(zero_copy_only=False)
+
+    y, m, d, hh, mm, ss = (number(name) for name in _FIELDS[:6])
     leap = ((y % 4 == 0) & (y % 100 != 0)) | (y % 400 == 0)
     month_days = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)[np.clip(m - 1, 0, 11)]
     month_days = month_days + ((m == 2) & leap)
-    valid = year.notna().to_numpy() & (y >= 1) & (m >= 1) & (m <= 12) & (d >= 1) & (d <= month_days)
+    valid = matched & (y >= 1) & (m >= 1) & (m <= 12) & (d >= 1) & (d <= month_days)
     valid &= (hh < 24) & (mm < 60) & (ss < 60)
-    digits = fraction.fillna("").str.ljust(6, "0").str.slice(0, 6)  # Spark keeps microseconds
-    sub = pd.to_numeric(digits.where(digits != "", "0"), errors="coerce").fillna(0).astype(np.int64).to_numpy()
+    fraction = pc.utf8_slice_codeunits(pc.utf8_rpad(field("fraction"), 6, "0"), 0, 6)  # Spark keeps microseconds
+    sub = pc.cast(fraction, pa.int64()).to_numpy(zero_copy_only=False)
     seconds = (_days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000
     wall = np.where(valid, seconds + sub, 0)
-    zoned = offset.notna().to_numpy() & valid
+    offset = field("offset")
+    zoned = pc.not_equal(offset, "").to_numpy(zero_copy_only=False) & valid
     micros = _localize(wall, valid & ~zoned, zone)
     if zoned.any():
-        shift = np.array([_offset_seconds(z) for z in offset[zoned]], dtype=np.int64) * 1_000_000
+        shift = np.array([_offset_seconds(z) for z in offset.filter(zoned).to_pylist()], dtype=np.int64) * 1_000_000
         micros[zoned] = wall[zoned] - shift
     return micros, valid
 
