@@ -44,6 +44,8 @@ __all__ = [
     "ColumnStats",
     "column_kind",
     "matches",
+    "arrow_text",
+    "text_mask",
     "text_stats",
     "time_chronons",
     "number_values",
