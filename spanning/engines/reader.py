@@ -307,8 +307,14 @@ def number_values(series: pd.Series, kind: str | None) -> Numbers:
 
 def plain_values(series: pd.Series, kind: str) -> pd.Series:
     """A key or other column: plain integers as Int64 when ``kind`` says so, NaN as null, else as read."""
-    if kind == "integer":
-        return pd.Series(pd.array([None if v is None else int(v) for v in series], dtype="Int64"), name=series.name)
+    if kind == "integer":  # every value is a plain integer within 64 bits (column_kind): Arrow's cast reads them
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        numbers = pc.cast(arrow_text(series), pa.int64())
+        missing = ~numbers.is_valid().to_numpy(zero_copy_only=False)
+        values = numbers.fill_null(0).to_numpy(zero_copy_only=False)
+        return pd.Series(pd.arrays.IntegerArray(values, missing), name=series.name)
     if series.dtype.kind == "f":  # NaN is null
         return series.astype("Float64")
     return series
