@@ -236,7 +236,7 @@ def read_local(inputs: Inputs) -> pd.DataFrame:
 def typed_csv(frame: pd.DataFrame) -> pd.DataFrame:
     """CSV text with every column of plain integers as Int64 (nothing lost), the others as text."""
     for name in frame.columns.drop(MALFORMED, errors="ignore"):  # the reason stays text
-        frame[name] = plain_values(frame[name], column_kind("plain", text_stats(frame[name])))
+        frame[name] = plain_values(frame[name], column_kind("plain", text_stats(frame[name], plain_only=True)))
     return frame
 
 

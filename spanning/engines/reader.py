@@ -180,8 +180,9 @@ def text_mask(text, name: str) -> np.ndarray:
     return matched.fill_null(False).to_numpy(zero_copy_only=False)
 
 
-def text_stats(series: pd.Series) -> ColumnStats:
-    """The counts of ``column_kind`` for a column of text (None for null)."""
+def text_stats(series: pd.Series, plain_only: bool = False) -> ColumnStats:
+    """The counts of ``column_kind`` for a column of text (None for null); with ``plain_only`` only what the
+    role "plain" reads (present, plain_integer), the others left 0."""
     import pyarrow.compute as pc
 
     text = arrow_text(series)
@@ -190,6 +191,8 @@ def text_stats(series: pd.Series) -> ColumnStats:
     long = plain & (pc.utf8_length(text).fill_null(0).to_numpy(zero_copy_only=False) >= 19)
     if long.any():  # 19-digit plain integers may still overflow
         plain[long] = [INT64[0] <= int(v) <= INT64[1] for v in text.filter(long).to_pylist()]
+    if plain_only:
+        return ColumnStats(present=int(present), plain_integer=int(plain.sum()))
     return ColumnStats(
         present=int(present),
         integer=int(text_mask(text, "integer").sum()),
