@@ -393,7 +393,8 @@ def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(fo
     child = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.time() + 300
-    while not (tmp_path / "out" / "windows" / "batch=0").exists():  # the first batch is written: kill the second
+    while not (tmp_path / "out" / "summary.json").exists():  # the first batch is recorded (windows, then summary.json,
+        # which waiting for windows/batch=0 alone could kill before): kill the second
         assert child.poll() is None and time.time() < deadline, "the stream ended before it could be killed"
         time.sleep(0.05)
     os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and the Python workers: no clean-up
