@@ -14,12 +14,13 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from spanning.aggregates import CHRONONS_PER_SECOND, SumOverflowError, seconds_columns
+from spanning.aggregates import SumOverflowError, seconds_columns
 from spanning.app.files import Inputs, check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.app.local_run import write_arrow_part
 from spanning.app.outputs import finish_output, output_folder
 from spanning.app.progress import Progress
+from spanning.engines.reader import CHRONONS_PER_SECOND
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import window_labels
 from spark_jobs.plans import (
@@ -63,12 +64,12 @@ def to_time(column, cfg: RunConfig, is_timestamp: bool):
     return F.timestamp_millis(column) if cfg.events.time_unit == "ms" else F.timestamp_seconds(column)
 
 
-def to_seconds(name: str, cfg: RunConfig, seconds: list[str], alias: str | None = None):
+def to_seconds(name: str, cfg: RunConfig, seconds: list[str]):
     """An aggregate column as written: ``occupancy`` ones (``seconds``) divided into seconds (``seconds_columns``)."""
     column = quoted(name)
     if name in seconds:
         column = column / CHRONONS_PER_SECOND[cfg.events.time_unit]
-    return column.alias(alias or name)
+    return column.alias(name)
 
 
 def _tag(label: str | None) -> list:

@@ -63,10 +63,9 @@ from spanning.aggregates.parser import (
     sum_of,
 )
 from spanning.aggregates.protocol import Aggregate, UserAggregate
-from spanning.aggregates.traffic import CHRONONS_PER_SECOND, Erlang, Occupancy, seconds_columns
+from spanning.aggregates.traffic import Erlang, Occupancy, seconds_columns
 
 __all__ = [
-    "CHRONONS_PER_SECOND",
     "Aggregate",
     "ApproxCountDistinct",
     "ApproxPercentile",

@@ -36,9 +36,7 @@ from spanning.aggregates.columns import BatchColumns, nullable
 from spanning.aggregates.protocol import Aggregate
 from spanning.kernels.ranges import explode, range_count
 
-__all__ = ["CHRONONS_PER_SECOND", "TRAFFIC", "Erlang", "Occupancy", "PeakConcurrent", "ProratedSum", "seconds_columns"]
-
-CHRONONS_PER_SECOND = {"s": 1, "ms": 1000}
+__all__ = ["TRAFFIC", "Erlang", "Occupancy", "PeakConcurrent", "ProratedSum", "seconds_columns"]
 
 
 class _Inside(Aggregate):
@@ -180,7 +178,7 @@ _NO_PARTS = np.zeros((2, 0), np.int64)
 
 
 def seconds_columns(aggregates: Mapping[str, str | Aggregate], time_unit: str) -> list[str]:
-    """The output columns every engine divides by ``CHRONONS_PER_SECOND[time_unit]`` as it writes them: the
+    """The output columns every engine divides by ``reader.CHRONONS_PER_SECOND[time_unit]`` as it writes them: the
     ``occupancy`` ones, reported in seconds, when a chronon is not a second (``aggregates``: output name -> spec).
 
     >>> seconds_columns({"busy": "occupancy", "erl": "erlang", "n": "count"}, "ms")
@@ -188,9 +186,11 @@ def seconds_columns(aggregates: Mapping[str, str | Aggregate], time_unit: str) -
     >>> seconds_columns({"busy": "occupancy"}, "s")
     []
     """
+    from spanning.aggregates.parser import parse_aggregate  # the parser imports this module
+    from spanning.engines.reader import CHRONONS_PER_SECOND  # the reader imports spanning.aggregates
+
     if CHRONONS_PER_SECOND[time_unit] == 1:
         return []
-    from spanning.aggregates.parser import parse_aggregate  # the parser imports this module
 
     return [name for name, spec in aggregates.items() if isinstance(parse_aggregate(spec), Occupancy)]
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.csv
 import pyarrow.parquet
 
-from spanning.aggregates import CHRONONS_PER_SECOND, SumOverflowError, seconds_columns
+from spanning.aggregates import SumOverflowError
 from spanning.app.csv_records import MALFORMED
 from spanning.app.files import check_plain_columns, input_files, read_local, unknown_column
 from spanning.app.jobspec import (
@@ -155,7 +155,8 @@ def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict
     specs = {name: with_columns(spec, prepared.values) for name, spec in q.aggregate_columns.items()}
     query = dict(aggregates={**specs, EVENTS_COLUMN: "count"}, start=START, end=END, key=keys or None,
                  technique=execution.technique, height=execution.height, series_start=series,
-                 point_events=cfg.events.point_events, swag=execution.swag)  # fmt: skip
+                 point_events=cfg.events.point_events, swag=execution.swag,
+                 time_unit=cfg.events.time_unit)  # integer chronons as they are; occupancy written in seconds
     try:
         if q.windows:  # several specs in one pass, rows tagged with their window
             windows = aggregate_many(events, q.specs, sharing=execution.sharing, **query)
@@ -171,8 +172,6 @@ def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict
     if prepared.is_timestamp:
         for col in ("window_start", "window_end"):
             windows[col] = chronon_timestamps(windows[col].to_numpy(np.int64), cfg.events.time_unit).array
-    for col in seconds_columns(q.aggregate_columns, cfg.events.time_unit):  # occupancy in seconds
-        windows[col] = windows[col].to_numpy(np.int64) / CHRONONS_PER_SECOND[cfg.events.time_unit]
     late_rows = frame.iloc[events[ROW].to_numpy()[late.index.to_numpy()]].assign(
         **({"window": late["window"].to_numpy()} if "window" in late else {}),
         windows_missed=late["windows_missed"].to_numpy(),

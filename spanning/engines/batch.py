@@ -42,13 +42,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spanning.aggregates import CHRONONS_PER_SECOND, Aggregate, BatchColumns, Count, nullable_column, seconds_columns
+from spanning.aggregates import Aggregate, BatchColumns, Count, nullable_column, seconds_columns
 from spanning.engines.chunks import KeyedEvents, batch_columns, key_values, reduce_chunk
 from spanning.engines.engine import Engine, build_aggregates, per_event_refusal
 from spanning.engines.inputs import FrameEvents, read_events
 from spanning.engines.keyed import KeyedBatch, KeyedDriver, PerEventKeys, SharedPlan, vectorised_path
 from spanning.engines.params import EventColumns, Execution
-from spanning.engines.reader import chronon_timestamps
+from spanning.engines.reader import CHRONONS_PER_SECOND, chronon_timestamps
 from spanning.kernels.windows import WindowSpec
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import sharing_plan, window_labels

@@ -37,6 +37,7 @@ from spanning.aggregates import INT64_MAX, INT64_MIN
 
 __all__ = [
     "CHRONON_MS",
+    "CHRONONS_PER_SECOND",
     "chronon_timestamps",
     "first_reasons",
     "REASONS",
@@ -71,6 +72,7 @@ PATTERNS = {
 _COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
 INT64 = (INT64_MIN, INT64_MAX)
 CHRONON_MS = {"s": 1000, "ms": 1}  # --time-unit: milliseconds per chronon
+CHRONONS_PER_SECOND = {unit: 1000 // ms for unit, ms in CHRONON_MS.items()}
 
 # why an input row could not be used (the `reason` column of rejected/)
 REASONS = {
@@ -357,7 +359,7 @@ def time_chronons(series: pd.Series, kind: str, unit: str, zone: str) -> Times:
     per_chronon = 1000 * CHRONON_MS[unit]  # microseconds per chronon
     if kind == "date_time":
         if is_text(series):
-            micros, present = _date_time_text(series.astype("string"), zone)
+            micros, present = _date_time_text(series, zone)
         else:
             stamps = pd.to_datetime(series, errors="coerce")
             present = stamps.notna().to_numpy()
