@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spanning
+from spanning.aggregates.distinct import ApproxCountDistinct, ApproxPercentile
 from spanning.engines.engine import build_aggregates
 from spanning.engines.streams import SortedStreamAggregator
 from tests.budget import examples
 from tests.oracle import oracle
-from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
+from tests.streams import (
+    ALL_AGGREGATES,
+    DISTINCT_AGGREGATES,
+    assert_same_windows,
+    frame_windows,
+    streams,
+    to_frame,
+    window_specs,
+)
+
+SKETCHED = {"a_x": "approx_count_distinct:x:4", "a_z": "approx_count_distinct:z", "q_y": "approx_percentile:y:0.9"}
 
 
 def sorted_by_key_and_end(events):
@@ -59,6 +71,25 @@ def test_chunked_stream_equals_aggregate_and_oracle(spec, events, cuts, fill_nul
     assert dict(zip(late["seq"].tolist(), late["windows_missed"].tolist(), strict=True)) == expected_late
     out = spanning.aggregate(frame, *spec, aggregates=ALL_AGGREGATES, key="key")
     assert_same_windows(frame_windows(out, ALL_AGGREGATES), expected)
+
+
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=window_specs(), events=streams(max_events=50), cuts=st.lists(st.integers(0, 60), max_size=8))
+def test_chunked_distinct_counts_and_quantiles_lowered_from_runs_and_from_carried_partials(spec, events, cuts):
+    """A key cut across chunks: its windows merged with the carried ones go through partials, the others are
+    lowered straight from the runs (``Aggregate.window_results``). The exact ones equal the oracle; the
+    sketched ones (lgK 4: HLL mode from 8 values) what the windows' own sketches give."""
+    events = sorted_by_key_and_end(events)
+    frame = to_frame(events)
+    aggregates = {**DISTINCT_AGGREGATES, **SKETCHED}
+    windows, _ = run_chunked(frame, spec, aggregates, cuts)
+    expected, _ = oracle(events, *spec, DISTINCT_AGGREGATES)
+    assert_same_windows(frame_windows(windows, DISTINCT_AGGREGATES), expected)
+    with pytest.MonkeyPatch.context() as patch:
+        for sketch in (ApproxCountDistinct, ApproxPercentile):
+            patch.setattr(sketch, "window_results", lambda self, *args: None)
+        reference, _ = run_chunked(frame, spec, aggregates, cuts)  # the same query: x is read as numbers
+    assert frame_windows(windows, SKETCHED) == frame_windows(reference, SKETCHED)
 
 
 @settings(max_examples=examples(100), deadline=None)

@@ -1,8 +1,15 @@
 """Distinct counts and quantiles: exact, and as Apache DataSketches sketches that Spark shares.
 
 None of them is invertible, so no subtract-on-evict; all of them merge, which is what slicing needs (Suzanne
-et al., §2.3 and §3): the per-event techniques merge slices' partials into windows. The batch path builds
-each window's partial at once from the values of its member events instead (``ObjectArrays``; the HLL
+et al., §2.3 and §3): the per-event techniques merge slices' partials into windows. The batch path lowers a
+window whose events are all in its chunk with no partial at all (``window_results``: distinct counts from
+each value's merged runs of windows, ``spanning.kernels.ranges.union_runs``; HLL estimates from the count of
+distinct hashes or the registers, ``spanning.kernels.hll.window_estimates``; quantiles from one sort of the
+chunk's pairs, a KLL sketch only past K values). Per 1M rows of 15m/1m windows (243,000 windows) that took
+the HLL estimate from 7.3 s to 1.4 s and ``count_distinct`` from 10.5 s to 0.7 s: slices would still merge a
+partial into each of a window's 15 slices, the sweep counts each value once per run of windows. The windows
+that need a partial (shared with a carried chunk, kept open by a stream, written as a sketch, a vector
+plan's task's) get it built at once from the values of their member events (``ObjectArrays``; the HLL
 registers of windows in HLL mode from one scatter-max of their values' hashes, ``spanning.kernels.hll``).
 Named after Spark's functions:
 
@@ -49,8 +56,8 @@ import pandas as pd
 from spanning.aggregates.capabilities import Capabilities, ResultKind, SqlFunction
 from spanning.aggregates.columns import BatchColumns, value_of
 from spanning.aggregates.protocol import Aggregate
-from spanning.kernels.hll import hll_mode_windows
-from spanning.kernels.ranges import explode
+from spanning.kernels.hll import hll_mode_windows, value_coupons, window_estimates
+from spanning.kernels.ranges import explode, range_count, sorted_members, union_runs
 
 __all__ = [
     "ApproxCountDistinct",
@@ -61,6 +68,7 @@ __all__ = [
     "Percentile",
     "parse_distinct",
     "java_inclusive_rank",
+    "java_item",
     "order_free",
     "percentile_of_sorted",
 ]
@@ -157,6 +165,16 @@ class ObjectArrays:
         for w, lo, hi in zip(window[bounds[:-1]].tolist(), starts, bounds[1:].tolist(), strict=True):
             out[w] = from_values(values[lo:hi])
 
+    def _present(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray) -> tuple:
+        """The events with a value and a run of windows: their values, firsts and lasts."""
+        keep = cols.valid(self.column) & (last >= first)
+        return cols.values(self.column)[keep], first[keep], last[keep]
+
+    def _sorted_members(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> tuple:
+        """Each window's values sorted (``sorted_members``), once per chunk and column for all quantiles."""
+        return cols.memo(("sorted members", self.column, id(first), id(last), n),
+                         lambda: (first, last, *sorted_members(*self._present(cols, first, last), n)))[2:]  # fmt: skip
+
     def merge(self, a: tuple, b: tuple) -> tuple:
         return (_objects([self.combine(x, y) for x, y in zip(a[0], b[0], strict=True)]),)
 
@@ -200,6 +218,13 @@ class CountDistinct(ObjectArrays, Aggregate):
     def from_values(self, values: list) -> frozenset:
         return frozenset(values)
 
+    def window_results(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> np.ndarray:
+        """The windows' distinct counts with no set: each value's runs merged, then counted (``union_runs``)."""
+        values, first, last = self._present(cols, first, last)
+        codes, _ = pd.factorize(values)
+        run_first, run_last, _ = union_runs(codes.astype(np.int64), first, last)
+        return range_count(run_first, run_last, n)
+
 
 class Percentile(ObjectArrays, Aggregate):
     """``percentile:col:q``: exact (Spark's ``percentile``); partial: the window's non-null values, sorted."""
@@ -232,6 +257,19 @@ class Percentile(ObjectArrays, Aggregate):
 
     def from_values(self, values: list) -> tuple:
         return tuple(values)  # window_partials hands them sorted
+
+    def window_results(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> Any:
+        """``percentile_of_sorted`` of every window at once, from one sort of the chunk's pairs."""
+        bounds, ordered = self._sorted_members(cols, first, last, n)
+        size = np.diff(bounds)
+        filled = np.flatnonzero(size)
+        position = self.q * (size[filled] - 1)
+        lower, higher = np.floor(position), np.ceil(position)
+        low = ordered[bounds[filled] + lower.astype(np.int64)].astype(np.float64)
+        high = ordered[bounds[filled] + higher.astype(np.int64)].astype(np.float64)
+        out = np.full(n, np.nan)
+        out[filled] = np.where(lower == higher, low, (higher - position) * low + (position - lower) * high)
+        return pd.arrays.FloatingArray(out, size == 0)
 
 
 def datasketches_module() -> Any:
@@ -355,6 +393,16 @@ class ApproxCountDistinct(_Sketch):
         self._fill_from_values(out, values[event[keep]], window[keep])
         return (out,)
 
+    def window_results(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> np.ndarray | None:
+        """The estimates with no sketch per window (``spanning.kernels.hll.window_estimates``): the same
+        numbers as the lowered sketches. None for ``hll_sketch``, whose result is the bytes."""
+        if type(self).lower is not ApproxCountDistinct.lower:
+            return None
+        values, first, last = self._present(cols, first, last)
+        hashable = self._hashable if values.dtype == bool or values.dtype == object else None
+        coupon = value_coupons(values, datasketches_module(), hashable).astype(np.int64)
+        return window_estimates(coupon, first, last, n, self.size, datasketches_module())
+
     def lower(self, partial) -> int:
         if partial is None:
             return 0
@@ -369,10 +417,15 @@ def java_inclusive_rank(q: float, n: int) -> float:
     (for n ≤ 10^7), so 0.95 · 20 = 19.000000000000004 is 19 there and 20 in C++. Asking C++ for the middle
     of that weight's step, (m − ½) / n, gives Java's item m whatever the float error.
     """
-    natural = q * n
-    if n <= 10_000_000:
-        natural = math.floor(natural * 1e7 + 0.5) / 1e7  # Java's Math.round(natural · 10^7) / 10^7
-    return (max(math.ceil(natural), 1) - 0.5) / n
+    return (int(java_item(q, n)) - 0.5) / n
+
+
+def java_item(q: float, n: Any) -> Any:
+    """Java's item for ``q`` among ``n`` (an int or an int64 array): the m of ``java_inclusive_rank``, 1-based."""
+    natural = q * np.asarray(n, dtype=np.float64)
+    rounded = np.floor(natural * 1e7 + 0.5) / 1e7  # Java's Math.round(natural · 10^7) / 10^7, for n ≤ 10^7
+    natural = np.where(np.asarray(n) <= 10_000_000, rounded, natural)
+    return np.maximum(np.ceil(natural), 1).astype(np.int64)
 
 
 class ApproxPercentile(_Sketch):
@@ -415,6 +468,24 @@ class ApproxPercentile(_Sketch):
         sketch = self._new()
         sketch.update(values.astype(np.float64, copy=False))  # one call for the window's values
         return sketch.serialize()
+
+    def window_results(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> Any:
+        """The quantiles with a sketch only for windows of more than K values: a KLL of at most K values
+        holds them all (no compaction yet), so its inclusive quantile is the value of Java's rank among the
+        sorted values (``java_item``), read from one sort of the chunk's pairs. None for ``kll_sketch``."""
+        if type(self).lower is not ApproxPercentile.lower:
+            return None
+        bounds, ordered = self._sorted_members(cols, first, last, n)
+        size = np.diff(bounds)
+        out = np.full(n, np.nan)
+        held = np.flatnonzero((size > 0) & (size <= self.size))
+        out[held] = ordered[bounds[held] + java_item(self.q, size[held]) - 1]
+        past = np.flatnonzero(size > self.size)
+        # one sketch per window for every quantile of the column (the memo keeps first and last alive)
+        sketches = cols.memo((*self.shared_as(), "past K", id(first), id(last), n), lambda: (first, last, [
+            self.from_values(ordered[bounds[w]:bounds[w + 1]]) for w in past.tolist()]))[2]  # fmt: skip
+        out[past] = [self.lower(sketch) for sketch in sketches]
+        return pd.arrays.FloatingArray(out, size == 0)
 
 
 class HllSketch(ApproxCountDistinct):

@@ -99,6 +99,12 @@ class Aggregate:
     def lower_partials(self, partials: tuple) -> Any:
         raise NotImplementedError
 
+    def window_results(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> Any | None:
+        """What ``lower_partials(window_partials(...))`` gives, without the partials, where an aggregate has a
+        faster way (distinct counts and quantiles: no set or sketch per window); None where it has not. The
+        batch path asks it for the windows that no other chunk's events reach."""
+        return None
+
     # --- capabilities.form is Form.POWER_SUMS -----------------------------------------------
     def power_terms(self, lifted: Any) -> tuple[int, Any]:
         """(1, x) for a lifted event with value x, (1, None) for one counted without a value, (0, None) else."""

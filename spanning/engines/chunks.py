@@ -21,6 +21,7 @@ import pandas as pd
 
 from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns
 from spanning.aggregates.columns import EventSpans, no_columns
+from spanning.kernels.ranges import explode
 from spanning.kernels.windows import WindowSpec
 
 __all__ = [
@@ -181,16 +182,10 @@ def reduce_chunk(
     if not active.all():
         run_first, run_last = run_first[active], run_last[active]
         active_cols = active_cols.subset(np.flatnonzero(active))
-    partials = [agg.window_partials(active_cols, run_first, run_last, total) for agg in aggregates]
-
-    if carried is not None and len(carried) and carried.partials and carried.lengths.sum():
-        held = runs(base[carried.groups], carried.lengths)  # the carried windows, older events first
-        for i, (agg, older) in enumerate(zip(aggregates, carried.partials, strict=True)):
-            merged = agg.merge(older, tuple(a[held] for a in partials[i]))
-            partials[i] = tuple(_with_values(a, held, m) for a, m in zip(partials[i], merged, strict=True))
-
+    carrying = carried is not None and len(carried) and carried.partials and carried.lengths.sum()
+    held = runs(base[carried.groups], carried.lengths) if carrying else None  # the carried windows
     emit = np.ones(total, dtype=bool)
-    kept = None
+    keep = None
     if carry != "none" and n_groups:
         g = np.arange(n_groups) if carry == "all" else np.array([n_groups - 1])
         first_open = np.maximum(np.maximum(k0[g], -((o + spec.range + spec.ttp - final_clock[g]) // s)), range_from[g])
@@ -198,20 +193,66 @@ def reduce_chunk(
         keep_to = np.maximum(base[g] + n_windows[g], keep_from)
         keep = runs(keep_from, keep_to - keep_from)
         emit[keep] = False
+    # the windows whose partials are needed: merged with carried ones, or kept open; the others may be lowered
+    # straight from the runs (``Aggregate.window_results``)
+    needed = np.zeros(total, dtype=bool)
+    for positions in (held, keep):
+        if positions is not None:
+            needed[positions] = True
+    results = [agg.window_results(active_cols, run_first, run_last, total) if not needed.all() else None
+               for agg in aggregates]  # fmt: skip
+    # an aggregate that shares its windows' partials with one that needs them (approx_percentile with the
+    # column's kll_sketch) answers from those partials, so that its answers are the written sketch's
+    shares = [getattr(agg, "shared_as", lambda: None)() for agg in aggregates]
+    shared = {share for share, direct in zip(shares, results, strict=True) if direct is None} - {None}
+    results = [None if share in shared else direct for share, direct in zip(shares, results, strict=True)]
+    partials = []
+    for agg, direct in zip(aggregates, results, strict=True):
+        if direct is None:
+            partials.append(agg.window_partials(active_cols, run_first, run_last, total))
+        else:
+            partials.append(agg.window_partials(*_runs_within(needed, active_cols, run_first, run_last), total))
+
+    if carrying:
+        for i, (agg, older) in enumerate(zip(aggregates, carried.partials, strict=True)):
+            merged = agg.merge(older, tuple(a[held] for a in partials[i]))
+            partials[i] = tuple(_with_values(a, held, m) for a, m in zip(partials[i], merged, strict=True))
+
+    kept = None
+    if keep is not None:
         kept = OpenKeys(g, k0[g], final_clock[g], first_open, keep_to - keep_from,
                         [tuple(a[keep] for a in p) for p in partials])  # fmt: skip
 
     group_of_window = np.repeat(np.arange(n_groups), n_windows)
     k = np.arange(total) - base[group_of_window] + range_from[group_of_window]
-    if not emit.all():
-        group_of_window, k = group_of_window[emit], k[emit]
-        partials = [tuple(a[emit] for a in p) for p in partials]
-    values = [agg.lower_partials(p) for agg, p in zip(aggregates, partials, strict=True)]
+    released = None if emit.all() else np.flatnonzero(emit)
+    values = []
+    for agg, p, direct in zip(aggregates, partials, results, strict=True):
+        if direct is None:
+            values.append(agg.lower_partials(p if released is None else tuple(a[released] for a in p)))
+            continue
+        lowered = np.flatnonzero(needed & emit)  # released windows merged with carried ones
+        if len(lowered):
+            direct[lowered] = agg.lower_partials(tuple(a[lowered] for a in p))
+        values.append(direct if released is None else direct[released])
+    if released is not None:
+        group_of_window, k = group_of_window[released], k[released]
     late_rows = np.flatnonzero(missed > 0)
     window_start = k * s + o
     return ChunkResult(
         group_of_window, window_start, window_start + spec.range, values, late_rows, missed[late_rows], kept
     )
+
+
+def _runs_within(windows: np.ndarray, cols: BatchColumns, first: np.ndarray, last: np.ndarray) -> tuple:
+    """The runs ``first..last`` cut to the windows where ``windows`` is true, with their events' columns: a run
+    over several stretches of such windows becomes one run per stretch."""
+    edges = np.diff(np.r_[False, windows, False].astype(np.int8))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    lo = np.searchsorted(ends, first)  # the first stretch ending at or after the run's first window
+    hi = np.searchsorted(starts, last, side="right") - 1  # the last starting at or before its last
+    event, stretch = explode(lo, hi)
+    return cols.subset(event), np.maximum(first[event], starts[stretch]), np.minimum(last[event], ends[stretch])
 
 
 def _with_values(array: np.ndarray, positions: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -17,16 +17,22 @@ order of updates, is written as 0.
 
 from __future__ import annotations
 
+import functools
+import math
 import struct
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["coupons", "hll8_bytes", "hll_mode_windows", "promotion_count"]
+from spanning.kernels.ranges import explode, range_count, union_runs
+
+__all__ = ["coupon_estimates", "coupons", "hll8_bytes", "hll_mode_windows", "promotion_count", "value_coupons",
+           "window_estimates"]
 
 KEY_BITS = 26  # a coupon: the hash's low 26 bits (the slot is their low lgK bits), the rank above them
 BLOCK = 512  # windows whose registers are held at once (2 MB at lgK 12)
+UNSORTED_BYTES = 64 << 20  # registers of windows that may be held at once without sorting their pairs
 _HEADER = struct.Struct("<8Bdddii")  # HLL_8 updatable preamble: 8 bytes, HIP, kxq0, kxq1, numAtCurMin, auxCount
 _INVERSE_POWERS = np.ldexp(1.0, -np.arange(64))
 
@@ -49,6 +55,13 @@ def coupons(values: list, ds: Any) -> np.ndarray:
     return np.frombuffer(b"".join(listed), dtype="<u4").reshape(-1, 3)[:, 2].copy()
 
 
+def value_coupons(values: np.ndarray, ds: Any, hashable: Any = None) -> np.ndarray:
+    """The coupon of each value, each distinct value hashed once (``hashable`` converts it first)."""
+    codes, uniques = pd.factorize(values)
+    listed = uniques.tolist() if hashable is None else [hashable(v) for v in uniques.tolist()]
+    return coupons(listed, ds)[codes]
+
+
 def hll_mode_windows(values: np.ndarray, event: np.ndarray, window: np.ndarray, n: int, lg_k: int,
                      ds: Any, hashable: Any = None) -> tuple[np.ndarray, list[bytes]]:  # fmt: skip
     """The windows (of 0..n-1) that the library holds in HLL mode, and their HLL_8 bytes.
@@ -66,23 +79,92 @@ def hll_mode_windows(values: np.ndarray, event: np.ndarray, window: np.ndarray, 
     event, rows = event[take], row[window[take]]
     needed = np.zeros(len(values), dtype=bool)
     needed[event] = True
-    codes = np.full(len(values), -1, dtype=np.int64)
-    codes[needed], uniques = pd.factorize(values[needed])
-    listed = uniques.tolist() if hashable is None else [hashable(v) for v in uniques.tolist()]
-    coupon = coupons(listed, ds)
-    slot = (coupon & ((1 << lg_k) - 1)).astype(np.int64)[codes[event]]
-    rank = (coupon >> KEY_BITS).astype(np.uint8)[codes[event]]
-    width = 1 << lg_k
+    coupon = np.zeros(len(values), dtype=np.uint32)
+    coupon[needed] = value_coupons(values[needed], ds, hashable)
+    slot = (coupon[event] & ((1 << lg_k) - 1)).astype(np.int64)
+    rank = (coupon[event] >> KEY_BITS).astype(np.uint8)
     kept, sketches = [], []
-    bounds = np.searchsorted(rows, np.arange(0, len(candidates) + BLOCK, BLOCK))
-    for block, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)):
-        first_row = block * BLOCK
-        registers = np.zeros((min(BLOCK, len(candidates) - first_row), width), dtype=np.uint8)
-        np.maximum.at(registers.reshape(-1), (rows[lo:hi] - first_row) * width + slot[lo:hi], rank[lo:hi])
+    for first_row, registers in _register_blocks(rows, slot, rank, len(candidates), lg_k, presorted=True):
         promoted = np.flatnonzero(np.count_nonzero(registers, axis=1) >= threshold)
         kept.append(candidates[first_row + promoted])
         sketches += hll8_bytes(registers[promoted], lg_k)
     return np.concatenate(kept), sketches
+
+
+def _register_blocks(rows: np.ndarray, slot: np.ndarray, rank: np.ndarray, n_rows: int, lg_k: int,
+                     presorted: bool = False) -> Any:  # fmt: skip
+    """The registers of rows 0..n_rows-1, a block of rows at a time: ``(first row, registers)``, each pair's
+    rank scattered into its row's slot with one max. All rows at once while they fit in ``UNSORTED_BYTES``
+    (the pairs in any order), else ``BLOCK`` rows at a time over the pairs sorted by row."""
+    width = 1 << lg_k
+    if not presorted and n_rows * width <= UNSORTED_BYTES:
+        registers = np.zeros((n_rows, width), dtype=np.uint8)
+        np.maximum.at(registers.reshape(-1), rows * width + slot, rank)
+        yield 0, registers
+        return
+    if not presorted:
+        order = np.argsort(rows)
+        rows, slot, rank = rows[order], slot[order], rank[order]
+    bounds = np.searchsorted(rows, np.arange(0, n_rows + BLOCK, BLOCK))
+    for block, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)):
+        first_row = block * BLOCK
+        registers = np.zeros((min(BLOCK, n_rows - first_row), width), dtype=np.uint8)
+        np.maximum.at(registers.reshape(-1), (rows[lo:hi] - first_row) * width + slot[lo:hi], rank[lo:hi])
+        yield first_row, registers
+
+
+@functools.cache
+def coupon_estimates(lg_k: int, ds: Any) -> np.ndarray:
+    """The library's estimate of a sketch in a coupon mode, rounded as Spark's ``hll_sketch_estimate``, for
+    each count of distinct coupons below the promotion count: a coupon list or set is estimated from its
+    count alone (whatever the values and their order), so one sketch fed values of new coupons, read after
+    each, gives them all."""
+    needed = promotion_count(lg_k) - 1
+    values, seen, start = [], set(), 0
+    while len(values) < needed:  # values whose coupons are all distinct
+        batch = list(range(start, start + 2 * needed))
+        for value, coupon in zip(batch, coupons(batch, ds).tolist(), strict=True):
+            if coupon not in seen and len(values) < needed:
+                seen.add(coupon)
+                values.append(value)
+        start += 2 * needed
+    sketch, table = ds.hll_sketch(lg_k, ds.tgt_hll_type.HLL_8), [0]
+    for value in values:
+        sketch.update(value)
+        table.append(math.floor(sketch.get_estimate() + 0.5))  # Java's Math.round
+    return np.array(table, dtype=np.int64)
+
+
+def window_estimates(coupon: np.ndarray, first: np.ndarray, last: np.ndarray, n: int, lg_k: int,
+                     ds: Any) -> np.ndarray:  # fmt: skip
+    """Each window's HLL estimate, rounded as Spark's ``hll_sketch_estimate``, of the coupons of the events
+    whose runs ``first..last`` cover it: what the library's sketch of the window's values answers, from the
+    registers alone (out of order) in HLL mode, with no sketch object for a window in a coupon mode.
+
+    A window's distinct coupons are counted with each coupon's runs merged (``union_runs``); below the
+    promotion count the estimate is the library's for that count (``coupon_estimates``); from it on, the
+    window's registers come from one scatter-max of the merged runs' (window, slot, rank) and the library
+    estimates their HLL_8 bytes.
+    """
+    run_first, run_last, run_coupon = union_runs(coupon, first, last)
+    count = range_count(run_first, run_last, n)
+    threshold = promotion_count(lg_k)
+    estimates = coupon_estimates(lg_k, ds)[np.minimum(count, threshold - 1)]
+    promoted = np.flatnonzero(count >= threshold)
+    if not len(promoted):
+        return estimates
+    row = np.full(n, -1, dtype=np.int64)
+    row[promoted] = np.arange(len(promoted))
+    run, window = explode(run_first, run_last)
+    take = row[window] >= 0
+    run, rows = run[take], row[window[take]]
+    slot = (run_coupon[run] & ((1 << lg_k) - 1)).astype(np.int64)
+    rank = (run_coupon[run] >> KEY_BITS).astype(np.uint8)
+    deserialize = ds.hll_sketch.deserialize
+    for first_row, registers in _register_blocks(rows, slot, rank, len(promoted), lg_k):
+        found = [deserialize(b).get_estimate() for b in hll8_bytes(registers, lg_k)]
+        estimates[promoted[first_row:first_row + len(found)]] = np.floor(np.array(found) + 0.5)
+    return estimates
 
 
 def hll8_bytes(registers: np.ndarray, lg_k: int) -> list[bytes]:

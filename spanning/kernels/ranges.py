@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["range_count", "range_sum_int", "explode", "range_max", "range_min"]
+__all__ = ["range_count", "range_sum_int", "explode", "range_max", "range_min", "union_runs", "sorted_members"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SPLIT_BLOCK = 1 << 30  # values per split pass: Σ lo < 2^30 * 2^32 and Σ |hi| <= 2^30 * 2^31 stay in int64
@@ -129,3 +129,59 @@ def _range_extreme(first, last, n_windows, values, sentinel, pick) -> np.ndarray
         pick(below, above, out=below)
         pick(below[half:], above[: n_windows - half], out=below[half:])
     return table[0]
+
+
+def union_runs(ids: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The windows each id's runs cover, as disjoint runs: ``(first, last, id)`` of the union per id.
+
+    A window's distinct ids are the ids whose union covers it, so ``range_count`` of these runs counts them:
+    a sweep over the windows with each id entering and leaving once per disjoint run, where the explode
+    would pay a pair per (event, window). One sort of the events by (id, first).
+
+    >>> import numpy as np
+    >>> f, l, i = union_runs(np.array([7, 7, 5, 7]), np.array([0, 2, 1, 6]), np.array([3, 4, 1, 6]))
+    >>> f.tolist(), l.tolist(), i.tolist()
+    ([1, 0, 6], [1, 4, 6], [5, 7, 7])
+    >>> range_count(f, l, 7).tolist()  # distinct ids per window
+    [1, 2, 1, 1, 1, 0, 1]
+    """
+    if not len(ids):
+        return first[:0], last[:0], ids[:0]
+    order = np.lexsort((first, ids))
+    ids, first, last = ids[order], first[order], last[order]
+    group = np.cumsum(np.r_[False, ids[1:] != ids[:-1]])
+    low = int(first.min())
+    stride = int(last.max()) - low + 2
+    reach = np.maximum.accumulate(group * stride + (last - low))  # the farthest last so far, within the id
+    before = np.r_[-1, reach[:-1] - group[1:] * stride]  # negative at an id's first run
+    opens = np.flatnonzero(first - low > before)  # a run that starts past everything before it: a new run
+    closes = np.r_[opens[1:] - 1, len(ids) - 1]
+    return first[opens], reach[closes] - group[closes] * stride + low, ids[opens]
+
+
+def sorted_members(values: np.ndarray, first: np.ndarray, last: np.ndarray,
+                   n_windows: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Each window's member values, sorted within the window: ``(bounds, sorted)``, window w's values being
+    ``sorted[bounds[w]:bounds[w + 1]]``.
+
+    One sort of packed keys (window · 2^b + the value's rank among the events), not an argsort of the pairs:
+    the pairs are the explode's, but the sort moves plain int64 keys.
+
+    >>> import numpy as np
+    >>> bounds, values = sorted_members(np.array([9.0, 1.0, 5.0]), np.array([0, 0, 1]), np.array([1, 0, 1]), 3)
+    >>> bounds.tolist(), values.tolist()
+    ([0, 2, 4, 4], [1.0, 9.0, 5.0, 9.0])
+    """
+    by_value = np.argsort(values, kind="stable")
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[by_value] = np.arange(len(values))
+    event, window = explode(first, last)
+    bits = max(len(values), 1).bit_length()
+    if n_windows < 1 << (62 - bits):  # packed keys fit in int64
+        keys = np.sort((window << bits) | rank[event])
+        ranks = keys & ((1 << bits) - 1)
+    else:
+        ranks = rank[event][np.lexsort((rank[event], window))]
+    bounds = np.zeros(n_windows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(window, minlength=n_windows), out=bounds[1:])
+    return bounds, values[by_value][ranks]
