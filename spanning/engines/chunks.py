@@ -21,7 +21,7 @@ import pandas as pd
 
 from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns
 from spanning.aggregates.columns import EventSpans, no_columns
-from spanning.kernels.ranges import explode
+from spanning.kernels.ranges import runs_within
 from spanning.kernels.windows import WindowSpec
 
 __all__ = [
@@ -211,7 +211,8 @@ def reduce_chunk(
         if direct is None:
             partials.append(agg.window_partials(active_cols, run_first, run_last, total))
         else:
-            partials.append(agg.window_partials(*_runs_within(needed, active_cols, run_first, run_last), total))
+            run, first_in, last_in = runs_within(needed, run_first, run_last)
+            partials.append(agg.window_partials(active_cols.subset(run), first_in, last_in, total))
 
     if carrying:
         for i, (agg, older) in enumerate(zip(aggregates, carried.partials, strict=True)):
@@ -242,17 +243,6 @@ def reduce_chunk(
     return ChunkResult(
         group_of_window, window_start, window_start + spec.range, values, late_rows, missed[late_rows], kept
     )
-
-
-def _runs_within(windows: np.ndarray, cols: BatchColumns, first: np.ndarray, last: np.ndarray) -> tuple:
-    """The runs ``first..last`` cut to the windows where ``windows`` is true, with their events' columns: a run
-    over several stretches of such windows becomes one run per stretch."""
-    edges = np.diff(np.r_[False, windows, False].astype(np.int8))
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
-    lo = np.searchsorted(ends, first)  # the first stretch ending at or after the run's first window
-    hi = np.searchsorted(starts, last, side="right") - 1  # the last starting at or before its last
-    event, stretch = explode(lo, hi)
-    return cols.subset(event), np.maximum(first[event], starts[stretch]), np.minimum(last[event], ends[stretch])
 
 
 def _with_values(array: np.ndarray, positions: np.ndarray, values: np.ndarray) -> np.ndarray:

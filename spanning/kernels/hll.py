@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spanning.kernels.ranges import explode, range_count, union_runs
+from spanning.kernels.ranges import explode, range_count, runs_within, union_runs
 
 __all__ = ["coupon_estimates", "coupons", "hll8_bytes", "hll_mode_windows", "promotion_count", "value_coupons",
            "window_estimates"]
@@ -155,9 +155,9 @@ def window_estimates(coupon: np.ndarray, first: np.ndarray, last: np.ndarray, n:
         return estimates
     row = np.full(n, -1, dtype=np.int64)
     row[promoted] = np.arange(len(promoted))
-    run, window = explode(run_first, run_last)
-    take = row[window] >= 0
-    run, rows = run[take], row[window[take]]
+    run, piece_first, piece_last = runs_within(row >= 0, run_first, run_last)  # the runs within promoted windows
+    piece, window = explode(piece_first, piece_last)
+    run, rows = run[piece], row[window]
     slot = (run_coupon[run] & ((1 << lg_k) - 1)).astype(np.int64)
     rank = (run_coupon[run] >> KEY_BITS).astype(np.uint8)
     deserialize = ds.hll_sketch.deserialize

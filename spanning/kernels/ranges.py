@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["range_count", "range_sum_int", "explode", "range_max", "range_min", "union_runs", "sorted_members"]
+__all__ = [
+    "range_count", "range_sum_int", "explode", "range_max", "range_min", "union_runs", "sorted_members", "runs_within",
+]  # fmt: skip
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SPLIT_BLOCK = 1 << 30  # values per split pass: Σ lo < 2^30 * 2^32 and Σ |hi| <= 2^30 * 2^31 stay in int64
@@ -175,13 +177,41 @@ def sorted_members(values: np.ndarray, first: np.ndarray, last: np.ndarray,
     by_value = np.argsort(values, kind="stable")
     rank = np.empty(len(values), dtype=np.int64)
     rank[by_value] = np.arange(len(values))
-    event, window = explode(first, last)
+    lengths = np.maximum(last - first + 1, 0)
     bits = max(len(values), 1).bit_length()
-    if n_windows < 1 << (62 - bits):  # packed keys fit in int64
-        keys = np.sort((window << bits) | rank[event])
-        ranks = keys & ((1 << bits) - 1)
-    else:
-        ranks = rank[event][np.lexsort((rank[event], window))]
+    # packed keys fit in int64: n_windows · 2^bits < 2^62 (2^40 windows of 2^22 events would not fit in memory)
+    keys = _run_windows(first, lengths)
+    keys <<= bits
+    keys |= np.repeat(rank, lengths)
+    keys.sort()  # built in place, one plain sort
+    ranks = keys & ((1 << bits) - 1)
     bounds = np.zeros(n_windows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(window, minlength=n_windows), out=bounds[1:])
+    has = lengths > 0
+    np.cumsum(range_count(first[has], last[has], n_windows), out=bounds[1:])
     return bounds, values[by_value][ranks]
+
+
+def _run_windows(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The window of every (event, window) pair, run after run (the explode's windows, in two passes)."""
+    total = int(lengths.sum())
+    window = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
+    window += np.arange(total)
+    return window
+
+
+def runs_within(windows: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The runs ``first..last`` cut to the windows where the boolean ``windows`` is true: ``(run, first, last)``,
+    ``run`` naming the input run of each piece (a run over several stretches of such windows gives a piece per
+    stretch, in order).
+
+    >>> import numpy as np
+    >>> run, f, l = runs_within(np.array([1, 1, 0, 0, 1, 1], bool), np.array([0, 2, 1]), np.array([5, 3, 1]))
+    >>> run.tolist(), f.tolist(), l.tolist()
+    ([0, 0, 2], [0, 4, 1], [1, 5, 1])
+    """
+    edges = np.diff(np.r_[False, windows, False].astype(np.int8))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    lo = np.searchsorted(ends, first)  # the first stretch ending at or after the run's first window
+    hi = np.searchsorted(starts, last, side="right") - 1  # the last starting at or before its last
+    run, stretch = explode(lo, hi)
+    return run, np.maximum(first[run], starts[stretch]), np.minimum(last[run], ends[stretch])
