@@ -99,7 +99,8 @@ def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_sta
                 out = frame(nonempty(windows), late)
                 if out is not None:
                     yield out
-            out = frame(nonempty(stream.finish()), pd.DataFrame({"seq": [], "windows_missed": []}))
+            windows, late = stream.finish()
+            out = frame(nonempty(windows), late)
             if out is not None:
                 yield out
         except ValueError as err:  # e.g. an overflowing sum: name the user's column, not the internal one

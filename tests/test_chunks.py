@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 import spanning
 from spanning.aggregates.distinct import ApproxCountDistinct, ApproxPercentile
+from spanning.engines import streams as streams_module
 from spanning.engines.engine import build_aggregates
-from spanning.engines.streams import SortedStreamAggregator
+from spanning.engines.streams import HELD_ROWS, SortedStreamAggregator
 from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import (
@@ -49,7 +50,9 @@ def feed_in_chunks(stream, frame, cuts):
         w, lt = stream.feed(frame.iloc[a:b])
         windows.append(w)
         late.append(lt)
-    windows.append(stream.finish())
+    final, final_late = stream.finish()
+    windows.append(final)
+    late.append(final_late)
     nonempty = [w for w in windows if len(w)]
     late = pd.concat(late, ignore_index=True) if late else pd.DataFrame({"seq": [], "windows_missed": []})
     return (pd.concat(nonempty, ignore_index=True) if nonempty else windows[0]), late
@@ -74,18 +77,22 @@ def test_chunked_stream_equals_aggregate_and_oracle(spec, events, cuts, fill_nul
 
 
 @settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spec=window_specs(), events=streams(max_events=50), cuts=st.lists(st.integers(0, 60), max_size=8))
-def test_chunked_distinct_counts_and_quantiles_lowered_from_runs_and_from_carried_partials(spec, events, cuts):
-    """A key cut across chunks: its windows merged with the carried ones go through partials, the others are
-    lowered straight from the runs (``Aggregate.window_results``). The exact ones equal the oracle; the
-    sketched ones (lgK 4: HLL mode from 8 values) what the windows' own sketches give."""
+@given(spec=window_specs(), events=streams(max_events=50), cuts=st.lists(st.integers(0, 60), max_size=8),
+       held=st.sampled_from([0, 4, HELD_ROWS]))  # fmt: skip
+def test_chunked_distinct_counts_and_quantiles_lowered_from_runs_and_from_carried_partials(spec, events, cuts, held):
+    """A key cut across chunks (its rows held back for the next chunk up to ``held`` of them): its windows
+    merged with carried ones go through partials, the others are lowered straight from the runs
+    (``Aggregate.window_results``). The exact ones equal the oracle, late events included; the sketched ones
+    (lgK 4: HLL mode from 8 values) what the windows' own sketches give."""
     events = sorted_by_key_and_end(events)
     frame = to_frame(events)
     aggregates = {**DISTINCT_AGGREGATES, **SKETCHED}
-    windows, _ = run_chunked(frame, spec, aggregates, cuts)
-    expected, _ = oracle(events, *spec, DISTINCT_AGGREGATES)
-    assert_same_windows(frame_windows(windows, DISTINCT_AGGREGATES), expected)
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(streams_module, "HELD_ROWS", held)
+        windows, late = run_chunked(frame, spec, aggregates, cuts)
+        expected, expected_late = oracle(events, *spec, DISTINCT_AGGREGATES)
+        assert_same_windows(frame_windows(windows, DISTINCT_AGGREGATES), expected)
+        assert dict(zip(late["seq"].tolist(), late["windows_missed"].tolist(), strict=True)) == expected_late
         for sketch in (ApproxCountDistinct, ApproxPercentile):
             patch.setattr(sketch, "window_results", lambda self, *args: None)
         reference, _ = run_chunked(frame, spec, aggregates, cuts)  # the same query: x is read as numbers

@@ -65,7 +65,7 @@ def run_path(path, events, aggregates, spec=SPEC, cuts=None, flags=None):
     stream = stream_type(spanning.WindowSpec(*spec), aggs, names, keys=["key"], **extra)
     bounds = sorted({0, len(frame), *(range(len(frame)) if cuts is None else cuts)})
     parts = [stream.feed(frame.iloc[a:b])[0] for a, b in zip(bounds, bounds[1:], strict=False)]
-    parts.append(stream.finish())
+    parts.append(stream.finish()[0])
     out = pd.concat([p for p in parts if len(p)], ignore_index=True)
     return frame_windows(out, aggregates).get("k", [])
 
@@ -396,7 +396,7 @@ def test_chunked_null_key_carried_across_chunks(stream_type, cuts):
     stream = stream_type(spanning.WindowSpec(100, 100), aggs, names, keys=["cell"])
     bounds = sorted({0, 6, *cuts})
     parts = [stream.feed(frame.iloc[a:b])[0] for a, b in zip(bounds, bounds[1:], strict=False)]
-    parts.append(stream.finish())
+    parts.append(stream.finish()[0])
     out = pd.concat([p for p in parts if len(p)], ignore_index=True)
     assert by_key(out) == {"": [(0, 2, 3)], None: [(0, 3, 12)], "b": [(0, 1, 6)]}
 
@@ -407,7 +407,7 @@ def test_chunked_string_keys_with_na(stream_type):
     frame = key_frame(cells).assign(seq=np.arange(4))
     names, aggs = build_aggregates({"n": "count", "s": "sum:x"})
     stream = stream_type(spanning.WindowSpec(100, 100), aggs, names, keys=["cell"])
-    parts = [stream.feed(frame.iloc[:2])[0], stream.feed(frame.iloc[2:])[0], stream.finish()]
+    parts = [stream.feed(frame.iloc[:2])[0], stream.feed(frame.iloc[2:])[0], stream.finish()[0]]
     out = pd.concat([p for p in parts if len(p)], ignore_index=True)
     assert by_key(out) == {"a": [(0, 1, 1)], None: [(0, 2, 5)], "b": [(0, 1, 4)]}
 
@@ -493,7 +493,7 @@ def test_exact_sums_equal_python_ints_chunked(spec, events, cuts):
         stream = SortedStreamAggregator(spanning.WindowSpec(*spec), aggs, names, keys=["key"])
         bounds = sorted({0, len(frame), *[c % (len(frame) + 1) for c in cuts]})
         parts = [stream.feed(frame.iloc[a:b])[0] for a, b in zip(bounds, bounds[1:], strict=False)]
-        parts.append(stream.finish())
+        parts.append(stream.finish()[0])
         nonempty = [p for p in parts if len(p)]
         return frame_windows(pd.concat(nonempty, ignore_index=True), {"s": 0}) if nonempty else {}
 

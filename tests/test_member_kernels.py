@@ -159,12 +159,12 @@ def test_the_written_sketches_keep_their_partials(spec):
 
 def test_quantiles_of_a_column_past_k_share_one_sketch_per_window(monkeypatch):
     """Two quantiles of one column (K 8): each window of more than K values gets one sketch for both, so
-    their answers come from the same compaction (one from_values call per such window, not two)."""
+    their answers come from the same compaction (one sketch built per such window, not two)."""
     from spanning.aggregates.distinct import ApproxPercentile
 
     built = []
-    original = ApproxPercentile.from_values
-    monkeypatch.setattr(ApproxPercentile, "from_values", lambda self, values: built.append(1) or original(self, values))
+    original = ApproxPercentile._sketch_of
+    monkeypatch.setattr(ApproxPercentile, "_sketch_of", lambda self, values: built.append(1) or original(self, values))
     rng = np.random.default_rng(5)
     first, last = _runs(rng, 300, 20, 6)
     cols = _columns(rng.normal(size=300))

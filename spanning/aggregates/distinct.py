@@ -110,7 +110,11 @@ class ObjectArrays:
 
     ``window_partials`` explodes the events' runs into (event, window) pairs (the batch form of SE-Slicing,
     Suzanne et al., §3.2) and builds each window's partial from its values at once (``from_values``: a set,
-    the sorted values, one sketch updated with them), not by merging one partial per event.
+    the sorted values, one sketch updated with them), not by merging one partial per event. The batch path
+    asks for partials only where a window needs one (``reduce_chunk``); the others it lowers with
+    ``window_results``, with no object per window. Not slices: merging the 15 slice sketches of a 15m/1m
+    window took at least 10 µs a window in the library (measured, one core), 2.4 s for the 243,000 windows
+    of 1M rows, where the whole HLL estimate of those windows now takes 1.0 s.
     """
 
     column: str
@@ -417,11 +421,14 @@ def java_inclusive_rank(q: float, n: int) -> float:
     (for n ≤ 10^7), so 0.95 · 20 = 19.000000000000004 is 19 there and 20 in C++. Asking C++ for the middle
     of that weight's step, (m − ½) / n, gives Java's item m whatever the float error.
     """
-    return (int(java_item(q, n)) - 0.5) / n
+    natural = q * n
+    if n <= 10_000_000:
+        natural = math.floor(natural * 1e7 + 0.5) / 1e7  # Java's Math.round(natural · 10^7) / 10^7
+    return (max(math.ceil(natural), 1) - 0.5) / n
 
 
 def java_item(q: float, n: Any) -> Any:
-    """Java's item for ``q`` among ``n`` (an int or an int64 array): the m of ``java_inclusive_rank``, 1-based."""
+    """Java's item for ``q`` among ``n`` (an int64 array): the m of ``java_inclusive_rank``, 1-based, at once."""
     natural = q * np.asarray(n, dtype=np.float64)
     rounded = np.floor(natural * 1e7 + 0.5) / 1e7  # Java's Math.round(natural · 10^7) / 10^7, for n ≤ 10^7
     natural = np.where(np.asarray(n) <= 10_000_000, rounded, natural)
@@ -465,9 +472,12 @@ class ApproxPercentile(_Sketch):
     array_values = True
 
     def from_values(self, values: np.ndarray) -> bytes:
+        return self._sketch_of(values).serialize()
+
+    def _sketch_of(self, values: np.ndarray) -> Any:
         sketch = self._new()
         sketch.update(values.astype(np.float64, copy=False))  # one call for the window's values
-        return sketch.serialize()
+        return sketch
 
     def window_results(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> Any:
         """The quantiles with a sketch only for windows of more than K values: a KLL of at most K values
@@ -483,8 +493,8 @@ class ApproxPercentile(_Sketch):
         past = np.flatnonzero(size > self.size)
         # one sketch per window for every quantile of the column (the memo keeps first and last alive)
         sketches = cols.memo((*self.shared_as(), "past K", id(first), id(last), n), lambda: (first, last, [
-            self.from_values(ordered[bounds[w]:bounds[w + 1]]) for w in past.tolist()]))[2]  # fmt: skip
-        out[past] = [self.lower(sketch) for sketch in sketches]
+            self._sketch_of(ordered[bounds[w]:bounds[w + 1]]) for w in past.tolist()]))[2]  # fmt: skip
+        out[past] = [sketch.get_quantile(java_inclusive_rank(self.q, sketch.n)) for sketch in sketches]
         return pd.arrays.FloatingArray(out, size == 0)
 
 

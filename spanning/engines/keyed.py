@@ -106,7 +106,7 @@ class KeyEngine(Protocol):
     """A per-key engine the driver runs: a batch (continuing ``carried``, the state of its first key when
     that key went on from the batch before) -> (its result, the state of its last key); and a key's end."""
 
-    def run(self, batch: KeyedBatch, carried: Any | None) -> tuple[Any, Any]: ...
+    def run(self, batch: KeyedBatch, carried: Any | None, last_key_ends: bool = False) -> tuple[Any, Any]: ...
 
     def release(self, key: Any, state: Any) -> Any: ...
 
@@ -124,7 +124,8 @@ class KeyedDriver:
         self.key: Any = None  # the key carried to the next batch
         self.state: Any = None  # its state (None: no key carried)
 
-    def feed(self, batch: KeyedBatch) -> tuple[Any, Any]:
+    def feed(self, batch: KeyedBatch, last_key_ends: bool = False) -> tuple[Any, Any]:
+        """``last_key_ends``: the batch holds the last of its last key's rows (no state to carry on)."""
         if not batch.run_keys:
             return None, None
         carried, released = None, None
@@ -133,7 +134,7 @@ class KeyedDriver:
                 carried = self.state
             else:
                 released = self.finish()
-        result, self.state = self.engine.run(batch, carried)
+        result, self.state = self.engine.run(batch, carried, last_key_ends)
         self.key = batch.run_keys[-1]
         return released, result
 
@@ -155,14 +156,16 @@ class VectorisedKeys:
     def __init__(self, spec: WindowSpec, aggregates: Sequence[Aggregate]) -> None:
         self.spec, self.aggregates = spec, list(aggregates)
 
-    def run(self, batch: KeyedBatch, carried: OpenKeys | None) -> tuple[ChunkResult, OpenKeys | None]:
+    def run(self, batch: KeyedBatch, carried: OpenKeys | None,
+            last_key_ends: bool = False) -> tuple[ChunkResult, OpenKeys | None]:  # fmt: skip
         series_start = batch.series_start
         if series_start is None:  # each key's series starts at its first event
             series_start = batch.starts[np.flatnonzero(np.r_[True, batch.groups[1:] != batch.groups[:-1]])]
         events = KeyedEvents(batch.starts, batch.ends, batch.groups, len(batch.run_keys), series_start)
         if carried is not None:  # the carried key goes on as the batch's first key
             carried = replace(carried, groups=np.zeros(1, dtype=np.int64))
-        result = reduce_chunk(self.spec, self.aggregates, events, batch.values, carried, carry="last")
+        carry = "none" if last_key_ends else "last"
+        result = reduce_chunk(self.spec, self.aggregates, events, batch.values, carried, carry=carry)
         return result, result.carried
 
     def release(self, key: Any, state: OpenKeys) -> tuple:
@@ -181,7 +184,7 @@ class PerEventKeys:
     def __init__(self, new_engine: Callable[[int | None], Any]) -> None:
         self.new_engine = new_engine
 
-    def run(self, batch: KeyedBatch, carried: Any | None) -> tuple[tuple[list, list], Any]:
+    def run(self, batch: KeyedBatch, carried: Any | None, last_key_ends: bool = False) -> tuple[tuple[list, list], Any]:
         starts, ends, seqs = batch.starts.tolist(), batch.ends.tolist(), batch.seqs.tolist()
         rows = batch.values
         bounds = [0, *(np.flatnonzero(batch.groups[1:] != batch.groups[:-1]) + 1).tolist(), len(starts)]

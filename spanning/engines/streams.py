@@ -22,7 +22,9 @@ from spanning.engines.keyed import KeyedBatch, KeyedDriver, KeyEngine, PerEventK
 from spanning.engines.params import ChunkColumns
 from spanning.kernels.windows import WindowSpec
 
-__all__ = ["SortedEngineStream", "SortedStreamAggregator"]
+__all__ = ["HELD_ROWS", "SortedEngineStream", "SortedStreamAggregator"]
+
+HELD_ROWS = 2_000_000  # the most rows of one key a sorted stream holds back to lower its windows whole
 
 
 class SortedStreamAggregator:
@@ -51,6 +53,11 @@ class SortedStreamAggregator:
         self.valid_column = columns.valid
         self._columns = list(dict.fromkeys(c for a in self.aggregates for c in a.columns))
         self.driver = KeyedDriver(self._engine())
+        # the last key's rows wait for the next chunk (up to HELD_ROWS of them) when an aggregate lowers whole
+        # windows faster than it carries their partials (distinct counts and quantiles: no set or sketch)
+        self._hold = bool(self.keys) and any(type(a).window_results is not Aggregate.window_results
+                                             for a in self.aggregates)  # fmt: skip
+        self._held: pd.DataFrame | None = None
 
     def _engine(self) -> KeyEngine:
         return VectorisedKeys(self.spec, self.aggregates)
@@ -85,11 +92,31 @@ class SortedStreamAggregator:
         return key_columns
 
     def feed(self, chunk: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        if self._held is not None:
+            chunk = pd.concat([self._held, chunk], ignore_index=True) if len(chunk) else self._held
+            self._held = None
+        if self._hold and len(chunk):
+            tail = self._last_key_start(chunk)
+            if len(chunk) - tail <= HELD_ROWS:  # its rows wait: the key may go on in the next chunk
+                self._held, chunk = chunk.iloc[tail:], chunk.iloc[:tail]
+                return self._reduce(chunk, last_key_ends=True)  # what is left ends with a whole key
+        return self._reduce(chunk)
+
+    def _last_key_start(self, chunk: pd.DataFrame) -> int:
+        """The first row of the chunk's last key (rows sorted by key: the last key's rows end the chunk)."""
+        last = chunk[self.keys].iloc[-1:]
+        same = np.ones(len(chunk), dtype=bool)
+        for k in self.keys:
+            column, value = chunk[k], last[k].iloc[0]
+            same &= column.isna().to_numpy() if pd.isna(value) else (column == value).to_numpy(dtype=bool)
+        return int(len(chunk) - np.argmin(same[::-1])) if not same.all() else 0
+
+    def _reduce(self, chunk: pd.DataFrame, last_key_ends: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
         if len(chunk) == 0:
             return self._windows([], [], []), self._late(chunk, np.zeros(0, np.int64), [])
         chunk = chunk.reset_index(drop=True)
         batch, key_columns = self._batch(chunk)
-        released, result = self.driver.feed(batch)
+        released, result = self.driver.feed(batch, last_key_ends)
         keys = [c[result.window_group] for c in key_columns]
         windows = self._windows(result.window_start, keys, result.values, result.window_end)
         late = self._late(chunk, result.late_rows, result.windows_missed)
@@ -99,10 +126,16 @@ class SortedStreamAggregator:
                 windows = pd.concat([released, windows], ignore_index=True) if len(windows) else released
         return windows, late
 
-    def finish(self) -> pd.DataFrame:
-        """End of the partition: release the windows of the key still carried."""
+    def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """End of the partition: the windows of the rows still held and of the key still carried, and the
+        held rows' late events."""
+        windows, late = self._reduce(self._held, last_key_ends=True) if self._held is not None else (None, None)
+        self._held = None
         released = self.driver.finish()
-        return self._windows([], [], []) if released is None else self._carried_frame(*released)
+        released = self._windows([], [], []) if released is None else self._carried_frame(*released)
+        if windows is None:
+            return released, self._late(pd.DataFrame(), np.zeros(0, np.int64), [])
+        return (pd.concat([windows, released], ignore_index=True) if len(released) else windows), late
 
     def _carried_frame(self, key: tuple, start: np.ndarray, end: np.ndarray, values: list) -> pd.DataFrame:
         keys = [np.repeat(np.array([v], dtype=object), len(start)) for v in key]
@@ -165,8 +198,8 @@ class SortedEngineStream(SortedStreamAggregator):
         )
         return self._engine_windows((released or []) + windows), _late_frame(late)
 
-    def finish(self) -> pd.DataFrame:
-        return self._engine_windows(self.driver.finish() or [])
+    def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return self._engine_windows(self.driver.finish() or []), _late_frame([])
 
     def _engine_windows(self, windows: list) -> pd.DataFrame:
         if not windows:
