@@ -5,6 +5,12 @@ Each Spark partition of the ``python`` plan (``spark_jobs/windowed.py``) feeds i
 (Suzanne et al., §3.2.2; ``spanning.engines.chunks.reduce_chunk``), ``SortedEngineStream`` through the
 per-event ``Engine`` of any technique. Both drive ``spanning.engines.keyed.KeyedDriver``, which carries
 one key's open windows from batch to batch, so memory stays bounded whatever the key sizes.
+
+With distinct counts or quantiles (aggregates with ``window_results``), ``SortedStreamAggregator`` first holds
+the rows of a batch's last key back for the next batch, up to ``HELD_ROWS`` of them: a key that fits is then
+reduced whole, its windows lowered with no set or sketch per window, instead of carrying the partials of all
+its open windows (every window of the key, under a long TTP) from batch to batch; only a larger key is cut,
+and carries them as before. Memory stays bounded: ``HELD_ROWS`` rows plus one key's open windows.
 """
 
 from __future__ import annotations
