@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from spanning.aggregates.distinct import order_free
 from spanning.kernels import hll
-from spanning.kernels.hll import coupons, hll8_bytes, hll_mode_windows, promotion_count
+from spanning.kernels.hll import coupons, hll8_bytes, hll_mode_windows, long_coupons, promotion_count
 from tests.budget import examples
 
 HLL_8 = ds.tgt_hll_type.HLL_8
@@ -45,6 +45,15 @@ def test_coupons_give_the_library_s_registers(values):
         registers = np.zeros(2**lg_k, dtype=np.uint8)
         np.maximum.at(registers, coupon & (2**lg_k - 1), (coupon >> 26).astype(np.uint8))
         assert registers.tobytes() == _library(values, lg_k)[40:]
+
+
+def test_long_coupons_are_the_library_s():
+    """MurmurHash3 of 64-bit integers in numpy gives the library's coupon for every value: random longs, the
+    extremes, small values of both signs."""
+    rng = np.random.default_rng(7)
+    values = np.r_[rng.integers(-(2**63), 2**63 - 1, 20_000, dtype=np.int64), np.arange(-2_000, 2_000),
+                   [2**63 - 1, -(2**63), 0, 1, -1]].astype(np.int64)  # fmt: skip
+    assert (long_coupons(values) == coupons(values.tolist(), ds)).all()
 
 
 @pytest.mark.parametrize("lg_k", [4, 8, 12])
