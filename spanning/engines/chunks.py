@@ -206,13 +206,12 @@ def reduce_chunk(
     shares = [getattr(agg, "shared_as", lambda: None)() for agg in aggregates]
     shared = {share for share, direct in zip(shares, results, strict=True) if direct is None} - {None}
     results = [None if share in shared else direct for share, direct in zip(shares, results, strict=True)]
-    partials = []
-    for agg, direct in zip(aggregates, results, strict=True):
-        if direct is None:
-            partials.append(agg.window_partials(active_cols, run_first, run_last, total))
-        else:
-            run, first_in, last_in = runs_within(needed, run_first, run_last)
-            partials.append(agg.window_partials(active_cols.subset(run), first_in, last_in, total))
+    within = None  # the runs cut to the needed windows, once for every aggregate that lowers the others
+    if any(direct is not None for direct in results):
+        run, first_in, last_in = runs_within(needed, run_first, run_last)
+        within = (active_cols.subset(run), first_in, last_in, total)
+    partials = [agg.window_partials(active_cols, run_first, run_last, total) if direct is None
+                else agg.window_partials(*within) for agg, direct in zip(aggregates, results, strict=True)]  # fmt: skip
 
     if carrying:
         for i, (agg, older) in enumerate(zip(aggregates, carried.partials, strict=True)):
@@ -227,12 +226,12 @@ def reduce_chunk(
     group_of_window = np.repeat(np.arange(n_groups), n_windows)
     k = np.arange(total) - base[group_of_window] + range_from[group_of_window]
     released = None if emit.all() else np.flatnonzero(emit)
+    lowered = np.flatnonzero(needed & emit)  # released windows merged with carried ones
     values = []
     for agg, p, direct in zip(aggregates, partials, results, strict=True):
         if direct is None:
             values.append(agg.lower_partials(p if released is None else tuple(a[released] for a in p)))
             continue
-        lowered = np.flatnonzero(needed & emit)  # released windows merged with carried ones
         if len(lowered):
             direct[lowered] = agg.lower_partials(tuple(a[lowered] for a in p))
         values.append(direct if released is None else direct[released])

@@ -63,7 +63,7 @@ class SortedStreamAggregator:
         # windows faster than it carries their partials (distinct counts and quantiles: no set or sketch)
         self._hold = bool(self.keys) and any(type(a).window_results is not Aggregate.window_results
                                              for a in self.aggregates)  # fmt: skip
-        self._held: pd.DataFrame | None = None
+        self._held: list[pd.DataFrame] = []  # the held rows, one key's, batch after batch (one concat at the end)
 
     def _engine(self) -> KeyEngine:
         return VectorisedKeys(self.spec, self.aggregates)
@@ -98,24 +98,30 @@ class SortedStreamAggregator:
         return key_columns
 
     def feed(self, chunk: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-        if self._held is not None:
-            chunk = pd.concat([self._held, chunk], ignore_index=True) if len(chunk) else self._held
-            self._held = None
-        if self._hold and len(chunk):
-            tail = self._last_key_start(chunk)
-            if len(chunk) - tail <= HELD_ROWS:  # its rows wait: the key may go on in the next chunk
-                self._held, chunk = chunk.iloc[tail:], chunk.iloc[:tail]
-                return self._reduce(chunk, last_key_ends=True)  # what is left ends with a whole key
-        return self._reduce(chunk)
+        if not self._hold or not len(chunk):
+            return self._reduce(chunk)
+        tail = int(len(chunk) - np.argmin(self._of_key(chunk, chunk.iloc[-1:])[::-1]))  # the last key's first row
+        tail = 0 if self._of_key(chunk.iloc[:1], chunk.iloc[-1:])[0] else tail  # the chunk is one key
+        held = sum(len(h) for h in self._held)
+        one_key = self._held and tail == 0 and self._of_key(chunk.iloc[:1], self._held[-1].iloc[-1:])[0]
+        if one_key and held + len(chunk) <= HELD_ROWS:  # the held key goes on: its rows keep waiting
+            self._held.append(chunk)
+            return self._reduce(chunk.iloc[:0])
+        if self._held:  # the held rows come first
+            tail = 0 if one_key else held + tail
+            chunk, self._held = pd.concat([*self._held, chunk], ignore_index=True), []
+        if len(chunk) - tail > HELD_ROWS:  # a key too long to hold: cut, its open windows carried
+            return self._reduce(chunk)
+        self._held = [chunk.iloc[tail:]]  # its rows wait: the key may go on in the next chunk
+        return self._reduce(chunk.iloc[:tail], last_key_ends=True)  # what is left ends with a whole key
 
-    def _last_key_start(self, chunk: pd.DataFrame) -> int:
-        """The first row of the chunk's last key (rows sorted by key: the last key's rows end the chunk)."""
-        last = chunk[self.keys].iloc[-1:]
+    def _of_key(self, chunk: pd.DataFrame, row: pd.DataFrame) -> np.ndarray:
+        """Which rows of ``chunk`` hold the key of the one-row frame ``row`` (nulls: one key)."""
         same = np.ones(len(chunk), dtype=bool)
         for k in self.keys:
-            column, value = chunk[k], last[k].iloc[0]
+            column, value = chunk[k], row[k].iloc[0]
             same &= column.isna().to_numpy() if pd.isna(value) else (column == value).to_numpy(dtype=bool)
-        return int(len(chunk) - np.argmin(same[::-1])) if not same.all() else 0
+        return same
 
     def _reduce(self, chunk: pd.DataFrame, last_key_ends: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
         if len(chunk) == 0:
@@ -135,8 +141,8 @@ class SortedStreamAggregator:
     def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """End of the partition: the windows of the rows still held and of the key still carried, and the
         held rows' late events."""
-        windows, late = self._reduce(self._held, last_key_ends=True) if self._held is not None else (None, None)
-        self._held = None
+        held, self._held = self._held, []
+        windows, late = self._reduce(pd.concat(held, ignore_index=True), last_key_ends=True) if held else (None, None)
         released = self.driver.finish()
         released = self._windows([], [], []) if released is None else self._carried_frame(*released)
         if windows is None:

@@ -86,10 +86,7 @@ def explode(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray
     (centred squares, counts of the extreme). Its size is Σ (last - first + 1).
     """
     lengths = last - first + 1
-    event = np.repeat(np.arange(len(first)), lengths)
-    run_start = np.cumsum(lengths) - lengths
-    window = first[event] + (np.arange(len(event)) - run_start[event])
-    return event, window
+    return np.repeat(np.arange(len(first)), lengths), _run_windows(first, lengths)
 
 
 def range_max(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray, sentinel: object) -> np.ndarray:
