@@ -38,6 +38,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -46,6 +47,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.aggregates import seconds_columns
 from spanning.app.csv_records import MALFORMED
@@ -53,7 +55,7 @@ from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions
-from spanning.engines.reader import CHRONON_MS, tzinfo
+from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, tzinfo
 from spark_jobs.plans import python_only
 from spark_jobs.prepare import (
     END,
@@ -78,6 +80,9 @@ JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made f
 OLDER_PROCESSOR = "python"  # the processor of a checkpoint made before --processor existed
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
 FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
+PAYLOAD = "_rows"  # packed rows: a bucket's rows as one Arrow IPC stream (packing_functions)
+PACKED = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(PAYLOAD, T.BinaryType())])
+PACK_ROWS = 1 << 20  # a task packs its rows per bucket at most this many at a time (memory bound)
 STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "windows", "late", "rejected")  # per bucket
 
 
@@ -110,6 +115,7 @@ class StreamQuery:
     aggregates: dict[str, str]  # output name -> internal column of the processor's output
     originals: dict[str, str]  # input column -> internal column
     micro_batch: Any = None  # the JVM path (``stream_jvm.JvmMicroBatch``); None: the Python processor's rows
+    packed: DataFrame | None = None  # the Python processor's output as it leaves it: ``rows`` packed per bucket
 
 
 def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt: str, processor: str) -> dict:
@@ -157,6 +163,24 @@ def files_there(spark: SparkSession, cfg: RunConfig, fmt: str | None = None) -> 
     return read_input(spark, inputs), inputs.format
 
 
+def local_parquet_text(cfg: RunConfig, fmt: str) -> Callable[[str], Any] | None:
+    """For local Parquet files: a column of the files there as one Arrow array, read on the driver (the column
+    kinds are then counted without a Spark job, ``KindCounts``); None for other formats and remote paths."""
+    if fmt != "parquet" or any("://" in p for p in cfg.inputs.paths):
+        return None
+
+    def column_text(name: str) -> Any:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        files = input_files(cfg.inputs.paths, fmt, cfg.inputs.delimiter, warn=False).files
+        if not files or any(name not in pq.read_schema(path).names for path in files):  # e.g. a partition column
+            return None
+        return pa.chunked_array([pq.read_table(path, columns=[name]).column(0) for path in files])
+
+    return column_text
+
+
 #: the rows of Spark's ``binaryFile`` source, which a stream must be given
 BINARY_FILE = T.StructType([
     T.StructField("path", T.StringType()), T.StructField("modificationTime", T.TimestampType()),
@@ -189,7 +213,8 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     # the column kinds: counted once over the files there at the start, then kept with the checkpoint
     kinds_file = state / KINDS_FILE
     kinds = KindCounts(lambda: there if there is not None else files_there(spark, cfg, fmt)[0],
-                       json.loads(kinds_file.read_text()) if kinds_file.exists() else None)  # fmt: skip
+                       json.loads(kinds_file.read_text()) if kinds_file.exists() else None,
+                       local_parquet_text(cfg, fmt))  # fmt: skip
     reader = spark.readStream if fmt == "csv" else spark.readStream.schema(schema)
     if options.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
@@ -229,8 +254,11 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     out_schema = _output_schema(prepared, internal, originals)
     processor = _processor(prepared, cfg, list(rows.columns), (internal, originals, aggregates[EVENTS_COLUMN]),
                            out_schema)  # fmt: skip
-    out = rows.groupBy(BUCKET).transformWithStateInPandas(processor, out_schema, "Append", "None")
-    return StreamQuery(out, prepared, cfg, options, aggregates, originals)
+    pack_rows, unpack_rows, _ = packing_functions()
+    packed = rows.mapInArrow(pack_rows, PACKED)
+    out = packed.groupBy(BUCKET).transformWithStateInPandas(processor, PACKED, "Append", "None")
+    return StreamQuery(out.mapInArrow(unpack_rows, out_schema), prepared, cfg, options, aggregates, originals,
+                       packed=out)  # fmt: skip
 
 
 def choose_processor(cfg: RunConfig, options: StreamOptions, saved: dict) -> str:
@@ -251,6 +279,55 @@ def choose_processor(cfg: RunConfig, options: StreamOptions, saved: dict) -> str
     if "format" in saved:  # a restart goes on with the state its checkpoint holds
         return saved.get("processor", OLDER_PROCESSOR)
     return "python"
+
+
+def packing_functions() -> tuple[Any, Any, Any]:
+    """The ``mapInArrow`` functions around the stateful step: ``pack_rows`` turns a task's rows into one row per
+    bucket (the bucket, its rows as an Arrow IPC stream), ``unpack_rows`` the processor's packed output back into
+    its rows. PySpark hands a stateful step's input to pandas row by row (``itertuples``) and its output back
+    column by column from pandas; packed, a batch is a few rows each way (session 19: the hand-over was 60% of
+    the Python workers' time at 1h/1m). The third function is the encoding: a table as one IPC stream's bytes.
+    (Nested functions: they travel by value, to executors and to Spark's driver-side runner alike.)"""
+    bucket_name, payload, pack_rows_at = BUCKET, PAYLOAD, PACK_ROWS
+
+    def encode(table) -> bytes:
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    def pack_rows(batches):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        def packed(held):
+            table = pa.Table.from_batches(held)
+            buckets = table.column(bucket_name)
+            for bucket in pc.unique(buckets).to_pylist():
+                rows = table.filter(pc.equal(buckets, bucket))
+                yield pa.RecordBatch.from_pydict({bucket_name: pa.array([bucket], pa.int32()),
+                                                  payload: pa.array([encode(rows)], pa.binary())})  # fmt: skip
+
+        held, count = [], 0
+        for batch in batches:
+            held.append(batch)
+            count += batch.num_rows
+            if count >= pack_rows_at:
+                yield from packed(held)
+                held, count = [], 0
+        if count:
+            yield from packed(held)
+
+    def unpack_rows(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            for blob in batch.column(1).to_pylist():
+                yield from pa.ipc.open_stream(pa.py_buffer(blob)).read_all().to_batches(1 << 16)
+
+    return pack_rows, unpack_rows, encode
 
 
 def _output_schema(prepared: Prepared, aggregates: dict, originals: dict) -> T.StructType:
@@ -278,17 +355,52 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
     keys = [key_column(i) for i in range(len(prepared.keys))]
     series_start = None if cfg.query.series_start == "first" else int(cfg.query.series_start)
     value_columns = [*prepared.value_types, *[valid_column(c) for c in prepared.value_types], *prepared.result_types]
-    columns = [f.name for f in schema.fields]
-    numeric = {f.name for f in schema.fields if isinstance(f.dataType, T.NumericType)}
     skip_empty = cfg.query.empty_windows == "skip"
     fail_once = FAIL_ONCE
+    schema_bytes = to_arrow_schema(schema).serialize().to_pybytes()  # bytes: a plain value in the closure
+    arrow_schema = []
+    encode = packing_functions()[2]
+
+    def unpacked(blobs: list, names: list[str]):
+        """The bucket's rows from the packed blobs (``pack_rows``), with the query's column names."""
+        import pyarrow as pa
+
+        tables = [pa.ipc.open_stream(pa.py_buffer(blob)).read_all() for blob in blobs]
+        return pa.concat_tables(tables).rename_columns(names)
+
+    def columns_of(columns, kind: str, rows: int):
+        """An Arrow table in the output's schema: ``columns`` (a name -> values mapping or a pandas frame) where
+        given, ``kind`` in ``_kind``, nulls elsewhere."""
+        import pyarrow as pa
+
+        if not arrow_schema:
+            arrow_schema.append(pa.ipc.read_schema(pa.py_buffer(schema_bytes)))
+        arrays = []
+        for field in arrow_schema[0]:
+            if field.name == KIND:
+                arrays.append(pa.array([kind] * rows, field.type))
+            elif field.name in columns:
+                values = columns[field.name]
+                if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+                    values = pa.array(values, from_pandas=True)
+                arrays.append(values.cast(field.type))
+            else:
+                arrays.append(pa.nulls(rows, field.type))
+        return pa.Table.from_arrays(arrays, schema=arrow_schema[0])
+
+    def packed_frame(bucket: int, table):
+        """One row for Spark: the bucket and its output as Arrow IPC (no per-row pandas conversion)."""
+        import pandas as pd
+
+        return pd.DataFrame({BUCKET: [bucket], PAYLOAD: [encode(table)]})
 
     class BucketProcessor(StatefulProcessor):
         def init(self, handle: StatefulProcessorHandle) -> None:
             self.saved = handle.getValueState("open_windows", T.StructType([T.StructField("state", T.BinaryType())]))
 
         def handleInputRows(self, key, rows, timerValues):  # noqa: N802, N803 - Spark's names
-            import pandas as pd
+            import pyarrow as pa
+            import pyarrow.compute as pc
 
             from spanning.engines.engine import build_aggregates
             from spanning.engines.open_windows import OpenWindows
@@ -301,45 +413,41 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
                                 skip_empty=events_column if skip_empty else None)  # fmt: skip
             if self.saved.exists():
                 state.load_bytes(bytes(self.saved.get()[0]))
-            batch = pd.concat(list(rows), ignore_index=True)
-            batch.columns = input_columns  # by position: Spark renames columns such as _seq to _8 on the way
-            control = batch[batch[CONTROL].notna()]
-            batch = batch[batch[CONTROL].isna()]
+            batch = unpacked([blob for frame in rows for blob in frame.iloc[:, 1]], input_columns)
+            is_control = pc.is_valid(batch.column(CONTROL))
+            control = batch.filter(is_control).select([CONTROL, FLUSH]).to_pydict()
+            batch = batch.filter(pc.invert(is_control))
+            is_rejected = pc.is_valid(batch.column(REASON))
+            rejected, accepted = batch.filter(is_rejected), batch.filter(pc.invert(is_rejected))
             parts = []
-            for clock in control.loc[~control[FLUSH].astype(bool), CONTROL]:  # the watermark first: then the batch
-                parts.append(("windows", state.advance(int(clock))))
-            rejected = batch[batch[REASON].notna()]
-            accepted = batch[batch[REASON].isna()].reset_index(drop=True)
-            windows, late = state.feed(accepted[[*keys, START, END, SEQ, *value_columns]])
+            for clock, flush in zip(control[CONTROL], control[FLUSH], strict=True):  # the watermark, then the batch
+                if not flush:
+                    parts.append(("windows", state.advance(int(clock))))
+            windows, late = state.feed(accepted.select([*keys, START, END, SEQ, *value_columns]).to_pandas())
             parts.append(("windows", windows))
-            if control[FLUSH].astype(bool).any():  # the end of an available-now run
+            if any(control[FLUSH]):  # the end of an available-now run
                 parts.append(("windows", state.flush()))
             data = state.to_bytes()
             self.saved.update((data,))
-            if fail_once and os.path.exists(fail_once[0]) and len(accepted) and accepted[END].max() >= fail_once[1]:
+            max_end = pc.max(accepted.column(END)).as_py()
+            if fail_once and os.path.exists(fail_once[0]) and max_end is not None and max_end >= fail_once[1]:
                 os.remove(fail_once[0])  # after the state update: Spark must not commit it
                 raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
-            out = []
-            for kind, frame in parts:
-                if len(frame):
-                    out.append(frame.assign(**{KIND: kind}))
+            out = [columns_of(frame, kind, len(frame)) for kind, frame in parts if len(frame)]
+            released = sum(len(frame) for _, frame in parts)
             if len(late):
-                rows_of = accepted.iloc[late["row"].to_numpy()]
-                out.append(pd.DataFrame({KIND: "late", "windows_missed": late["windows_missed"].to_numpy(),
-                                         **{i: rows_of[n].to_numpy() for n, i in originals.items()}}))  # fmt: skip
-            if len(rejected):
-                out.append(pd.DataFrame({KIND: "rejected", REASON: rejected[REASON].to_numpy(),
-                                         **{i: rejected[n].to_numpy() for n, i in originals.items()}}))  # fmt: skip
-            stats = {"accepted": len(accepted), "keys": state.n_keys, "held_windows": state.held_windows,
-                     "state_bytes": len(data), "max_end": int(accepted[END].max()) if len(accepted) else None,
-                     "windows": sum(len(f) for f in out if f[KIND].iloc[0] == "windows"), "late": len(late),
-                     "rejected": len(rejected)}  # fmt: skip
-            out.append(pd.DataFrame({KIND: ["stats"], BUCKET: [int(key[0])], **{k: [v] for k, v in stats.items()}}))
-            frame = pd.concat(out, ignore_index=True).reindex(columns=columns)
-            for name in columns:
-                if name not in numeric and frame[name].dtype.kind == "f":  # all null: None, not NaN
-                    frame[name] = pd.Series([None] * len(frame), dtype=object)
-            yield frame
+                rows_of = accepted.take(pa.array(late["row"].to_numpy()))
+                out.append(columns_of({"windows_missed": late["windows_missed"].to_numpy(),
+                                       **{i: rows_of.column(n) for n, i in originals.items()}}, "late", len(late)))
+            if rejected.num_rows:
+                out.append(columns_of({REASON: rejected.column(REASON),
+                                       **{i: rejected.column(n) for n, i in originals.items()}}, "rejected",
+                                      rejected.num_rows))  # fmt: skip
+            stats = {"accepted": accepted.num_rows, "keys": state.n_keys, "held_windows": state.held_windows,
+                     "state_bytes": len(data), "max_end": max_end, "windows": released, "late": len(late),
+                     "rejected": rejected.num_rows}  # fmt: skip
+            out.append(columns_of({BUCKET: [int(key[0])], **{k: [v] for k, v in stats.items()}}, "stats", 1))
+            yield packed_frame(int(key[0]), pa.concat_tables(out))
 
         def close(self) -> None:
             pass
@@ -361,6 +469,7 @@ class BatchWriter:
         previous = self.output / "summary.json"
         summary = json.loads(previous.read_text()) if previous.exists() else {}
         self.dropped_by_spark = summary.get("rows_dropped_by_spark", 0)  # over every run of the stream
+        self.trigger_seconds: dict[str, float] = summary.get("trigger_seconds", {})  # batch -> Spark's trigger time
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         began = time.perf_counter()
@@ -389,6 +498,8 @@ class BatchWriter:
             if flag and os.path.exists(flag[0]) and state["max_end"] is not None and state["max_end"] >= flag[1]:
                 os.remove(flag[0])
                 raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
+        elif batch.columns == PACKED.fieldNames():
+            table = self._unpacked_table(batch, as_time)
         else:
             table = self._processor_table(batch, keys, as_time)
         computed = time.perf_counter()
@@ -439,6 +550,30 @@ class BatchWriter:
             F.col("windows_missed"), F.col(REASON),
         ).toArrow()  # fmt: skip
 
+    def _unpacked_table(self, batch: DataFrame, as_time: bool):
+        """The Python processor's packed rows of one batch (a few per bucket), unpacked on the driver into the
+        rows ``_processor_table`` gives: the windows' bounds as times (in the session's time zone, as Spark hands
+        timestamps to Arrow) and ``occupancy`` in seconds. No window passes through Spark's rows on the way."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        job = self.job
+        blobs = batch.toArrow().column(PAYLOAD).to_pylist()
+        tables = [pa.ipc.open_stream(pa.py_buffer(blob)).read_all() for blob in blobs]
+        table = pa.concat_tables(tables) if tables else to_arrow_schema(job.rows.schema).empty_table()
+        per_second = CHRONONS_PER_SECOND[job.cfg.events.time_unit]
+        if as_time:  # as Spark's timestamp_seconds / timestamp_millis (spark_jobs.run.to_time)
+            zone = batch.sparkSession.conf.get("spark.sql.session.timeZone")
+            for name in ("window_start", "window_end"):
+                micros = pc.multiply_checked(table.column(name), 1_000_000 // per_second)
+                table = table.set_column(table.schema.get_field_index(name), name,
+                                         micros.cast(pa.timestamp("us", zone)))  # fmt: skip
+        for name in seconds_columns(job.cfg.query.aggregate_columns, job.cfg.events.time_unit):
+            internal = job.aggregates[name]  # as spark_jobs.run.to_seconds: chronons / chronons per second
+            seconds = pc.divide(table.column(internal).cast(pa.float64()), float(per_second))
+            table = table.set_column(table.schema.get_field_index(internal), internal, seconds)
+        return table
+
     @staticmethod
     def _save(path: Path, content: dict) -> None:
         temp = path.with_name(f".{path.name}.tmp")
@@ -478,7 +613,7 @@ class BatchWriter:
             summary = {
                 **total, "batches": len(records), "watermark": self.watermark(),
                 **{name: sum(b[name] for b in state.values()) for name in ("keys", "held_windows", "state_bytes")},
-                "rows_dropped_by_spark": self.dropped_by_spark,
+                "rows_dropped_by_spark": self.dropped_by_spark, "trigger_seconds": dict(self.trigger_seconds),
                 "output": str(self.output), "checkpoint": str(Path(self.job.options.checkpoint).resolve()),
                 **(extra or {}),
             }  # fmt: skip
@@ -527,7 +662,7 @@ def series_start_line(series_start: str) -> str:
 def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, progress: Any = print) -> dict:
     """Run ``spanning stream`` until its trigger ends it (available-now) or Ctrl-C; returns the summary."""
     from spanning.app.stream_command import stream_output
-    from spark_jobs.session import get_session, starting
+    from spark_jobs.session import get_session, starting, warm_python_workers
 
     stream_output(cfg, options, create=False)  # a harmful --output fails before Spark starts
     progress(series_start_line(str(cfg.query.series_start)))
@@ -550,6 +685,9 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         # one state partition per core (a new checkpoint keeps it): 66-73k events/s against 62-64k with two per
         # core, measured with bench/bench_stream.py on 2 cores
         spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
+    if (options.processor or "auto") != "jvm":  # the workers of the first batch start while the driver plans
+        warm_python_workers(spark, ("pandas", "pyarrow.compute", "pyarrow.ipc", "spanning.engines.open_windows",
+                                    "spanning.engines.engine"))  # fmt: skip
     job = streaming_rows(spark, cfg, options)
     output = stream_output(cfg, options)
     for orphan in output.glob("*/_tmp-batch=*"):  # a batch killed while writing: run again from the checkpoint
@@ -562,7 +700,8 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         idle.after_batch(batch_id)
 
     def start() -> Any:
-        return (job.rows.writeStream.foreachBatch(each_batch)
+        rows = job.rows if job.packed is None else job.packed  # packed: unpacked on the driver (BatchWriter)
+        return (rows.writeStream.foreachBatch(each_batch)
                 .option("checkpointLocation", str(Path(options.checkpoint) / "query"))
                 .trigger(**options.spark_trigger).start())  # fmt: skip
 
@@ -595,6 +734,10 @@ def _wait(query: Any, writer: BatchWriter) -> None:
             if progress["batchId"] in seen or progress["id"] is None:
                 continue
             seen.add(progress["batchId"])
+            if progress.get("numInputRows"):  # a batch's whole trigger, as Spark times it (foreachBatch is a part)
+                trigger = progress["durationMs"].get("triggerExecution", 0) / 1000
+                with writer.lock:  # foreachBatch's thread writes the summary
+                    writer.trigger_seconds[str(progress["batchId"])] = round(trigger, 3)
             operators = progress.get("stateOperators", [])
             writer.dropped_by_spark += sum(op.get("numRowsDroppedByWatermark", 0) for op in operators)
         if ended:

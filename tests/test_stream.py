@@ -601,3 +601,41 @@ def test_malformed_csv_records_are_rejected_as_the_batch_job_rejects_them(spark,
     expected = pd.read_parquet(tmp_path / "batch" / "windows").sort_values(["cell", "window_start"])
     assert list(got.columns) == list(expected.columns) and len(got) == 9
     assert got.astype(object).values.tolist() == expected.reset_index(drop=True).astype(object).values.tolist()
+
+
+def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_spark_counts_them(spark, tmp_path):
+    """The stream's start counts the kinds of its text columns over the files there with pyarrow, not a Spark
+    job: the counts must be Spark's, value for value (date-times, epoch numbers, decimals, garbage, nulls,
+    plain integers past 64 bits)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
+    from spark_jobs.prepare import KindCounts, _text_stats
+    from spark_jobs.stream import local_parquet_text
+
+    values = ["2024-03-04 00:00:00", "1709510400", "12.5", "abc", None, "99999999999999999999", "-3",
+              "9223372036854775807", "9223372036854775808", "2024-03-04T00:00:01", "", " 7", "1e3", "0012"]  # fmt: skip
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(2):
+        pq.write_table(pa.table({"t": values[i::2], "n": list(range(len(values[i::2])))}), folder / f"p{i}.parquet")
+    cfg = RunConfig(inputs=InputFiles([str(folder)]), events=EventFields("t", "t"),
+                    query=WindowQuery(900, 300, 600, ["count"]), output=OutputOptions(str(tmp_path / "out")),
+                    spark=SparkOptions("local[2]", None))  # fmt: skip
+    read = local_parquet_text(cfg, "parquet")
+    asked = []
+
+    def column_text(name):
+        asked.append(name)
+        return read(name)
+
+    frame = spark.read.parquet(str(folder))
+    for full in (None, set()):  # every count, and the plain ones only
+        on_driver = KindCounts(lambda: frame, None, column_text)("", {"x": F.col("t")}, full, {"x": "t"})
+        assert on_driver == _text_stats(frame, {"x": F.col("t")}, full)
+    assert asked == ["t", "t"]  # counted on the driver both times
+    assert on_driver["x"].present == len(values) - 1
+    assert read("missing") is None  # a column not in the files (a partition column): Spark counts it
+    assert local_parquet_text(cfg, "csv") is None

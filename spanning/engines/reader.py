@@ -162,10 +162,15 @@ def check_timezone(name: str) -> str:
     return name
 
 
-def arrow_text(series: pd.Series):
-    """A column of text (None, NaN or NA for null) as an Arrow string array, for pyarrow.compute's RE2."""
+def arrow_text(series):
+    """A column of text (None, NaN or NA for null; a pandas Series or an Arrow string array) as an Arrow
+    string array, for pyarrow.compute's RE2."""
     import pyarrow as pa
 
+    if isinstance(series, pa.ChunkedArray):
+        series = series.combine_chunks()
+    if isinstance(series, pa.Array):
+        return series.cast(pa.large_string())
     return pa.array(series.astype("string"), type=pa.large_string(), from_pandas=True)
 
 
@@ -182,7 +187,7 @@ def text_mask(text, name: str) -> np.ndarray:
     return matched.fill_null(False).to_numpy(zero_copy_only=False)
 
 
-def text_stats(series: pd.Series, plain_only: bool = False) -> ColumnStats:
+def text_stats(series, plain_only: bool = False) -> ColumnStats:
     """The counts of ``column_kind`` for a column of text (None for null); with ``plain_only`` only what the
     role "plain" reads (present, plain_integer), the others left 0."""
     import pyarrow.compute as pc
