@@ -82,13 +82,12 @@ def _config(folder: Path, output: Path, aggregates: list[str], partitions: int |
     )
 
 
-def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None, processor: str = "auto") -> dict:
+def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None) -> dict:
     from spanning.app.stream_command import StreamOptions
     from spark_jobs.stream import run_stream
 
     cfg = _config(folder, work / "out", AGGREGATES, partitions)
-    options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True,
-                            processor=processor)
+    options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True)
     began = time.perf_counter()
     summary = run_stream(cfg, options, progress=lambda line: print("  " + line, flush=True))
     wall = time.perf_counter() - began
@@ -108,7 +107,7 @@ def run_floor(folder: Path, work: Path) -> dict:
 
     spark = SparkSession.getActiveSession()
     cfg = _config(folder, work / "floor-out", ["count"])
-    job = streaming_rows(spark, cfg, StreamOptions(str(work / "floor-chk"), max_files_per_trigger=1, processor="jvm"))
+    job = streaming_rows(spark, cfg, StreamOptions(str(work / "floor-chk"), max_files_per_trigger=1))
     seconds = []
 
     def each_batch(batch, batch_id):
@@ -116,7 +115,7 @@ def run_floor(folder: Path, work: Path) -> dict:
         batch.agg(F.count(F.lit(1)), F.count(REASON), F.max(END)).collect()
         seconds.append(time.perf_counter() - began)
 
-    query = (job.rows.writeStream.foreachBatch(each_batch)
+    query = (job.prepared.rows.writeStream.foreachBatch(each_batch)
              .option("checkpointLocation", str(work / "floor-chk" / "query")).trigger(availableNow=True).start())
     query.awaitTermination()
     progress = [p for p in query.recentProgress if p["numInputRows"]]
@@ -187,10 +186,9 @@ def report(result: dict) -> dict:
     return out
 
 
-def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: int, archive: bool,
-              processors: list[str]) -> None:  # fmt: skip
-    """``spanning stream`` (each of ``processors``) against ``bench/sql_stream_job.py``, whole processes,
-    interleaved (the order rotates every round); a Markdown table."""
+def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: int, archive: bool) -> None:
+    """``spanning stream`` against ``bench/sql_stream_job.py``, whole processes, interleaved (the order rotates
+    every round); a Markdown table."""
     from bench_spark_job import HERE, process_env, ratio_spread, spread, timed_command
 
     from spanning.app.jobspec import parse_duration as d
@@ -200,12 +198,11 @@ def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: i
           "| windows written | late (ours) or rows dropped (script) |")  # fmt: skip
     print("|---|---|---|---|---|---|")
     for range_, slide in shapes:
-        sides = {f"ours-{p}": [sys.executable, "-m", "spanning.cli", "stream", str(folder), "--range", str(range_),
-                               "--slide", str(slide), "--ttp", str(ttp), "--start", "start", "--end", "end", "--key",
-                               "cell", *[x for a in AGGREGATES for x in ("--agg", a)], "--max-files-per-trigger", "1",
-                               "--master", "local[2]", "--output", str(work / f"ours-{p}"), "--checkpoint",
-                               str(work / f"ours-{p}-chk"), "--processor", p]
-                 for p in processors}  # fmt: skip
+        sides = {"ours": [sys.executable, "-m", "spanning.cli", "stream", str(folder), "--range", str(range_),
+                          "--slide", str(slide), "--ttp", str(ttp), "--start", "start", "--end", "end", "--key", "cell",
+                          *[x for a in AGGREGATES for x in ("--agg", a)], "--max-files-per-trigger", "1",
+                          "--master", "local[2]", "--output", str(work / "ours"), "--checkpoint",
+                          str(work / "ours-chk")]}  # fmt: skip
         sides["peer"] = [sys.executable, str(HERE / "sql_stream_job.py"), str(folder), str(work / "peer"), "--range",
                          str(range_), "--slide", str(slide), "--ttp", str(ttp)]  # fmt: skip
         names = list(sides)
@@ -221,7 +218,7 @@ def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: i
         shape = f"{range_ // 60}m/{slide // 60}m ({-(-range_ // slide)})"
         for side in names[:-1]:
             ours = json.loads((work / side / "summary.json").read_text())
-            print(f"| {shape} | `spanning stream --processor {side[5:]}` | {spread(times[side])} "
+            print(f"| {shape} | `spanning stream` | {spread(times[side])} "
                   f"| {ratio_spread(times[side], times['peer'])} | {ours['windows_written']:,} | {ours['late']:,} |",
                   flush=True)  # fmt: skip
         print(f"| {shape} | hand-written stream | {spread(times['peer'])} | | {peer_windows:,} "
@@ -238,8 +235,6 @@ def main() -> int:
     parser.add_argument("--days", type=float, default=1.0, help="time the CDRs span (default 1: a trigger is 2.4 h)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--peer", action="store_true", help="also the Spark SQL streaming query a user would write")
-    parser.add_argument("--processor", choices=["auto", "jvm", "python", "both"], default="auto",
-                        help="spanning stream's processor (default auto: python); --processes takes both")
     parser.add_argument("--floor", action="store_true",
                         help="also the floor: read and validate each batch into a foreachBatch that only counts")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (ours, peer, ours, peer, ...)")
@@ -266,15 +261,14 @@ def main() -> int:
             print(f"whole processes, {args.rounds} interleaved rounds, class archive {args.archive} on both sides, "
                   f"TTP {QUERY['ttp']}, {' + '.join(AGGREGATES)}, one file per trigger, available-now; "
                   f"{os.cpu_count()} cores; ratio = hand-written s / ours s")  # fmt: skip
-            processors = ["python", "jvm"] if args.processor == "both" else [args.processor]
-            processes(work / "in", work, shapes, args.rounds, args.archive == "on", processors)
+            processes(work / "in", work, shapes, args.rounds, args.archive == "on")
             return 0
         from spark_jobs.session import get_session
 
         get_session("local[2]")
         ours, peers = [], []
         for round_ in range(args.rounds):
-            ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets, processor=args.processor)))
+            ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets)))
             print(json.dumps(ours[-1], indent=1))
             if args.floor:
                 floor = run_floor(work / "in", work / f"floor-{round_}")

@@ -3,8 +3,8 @@
 The query (``streaming_rows``)::
 
     file stream of CDR files ─ prepare (reader contract) ─┐
-                                                          ├─ union ─ groupBy(bucket) ─ transformWithStateInPandas
-    control stream (checkpoint/spanning/control/) ────────┘                            (BucketProcessor)
+                                                          ├─ union ─ pack ─ groupBy(bucket) ─ transformWithState-
+    control stream (checkpoint/spanning/control/) ────────┘                                 InPandas (BucketProcessor)
 
 * **State.** Keys are hashed into a fixed number of buckets (recorded in the checkpoint). Each bucket is one
   Spark group whose one state value holds the ``OpenWindows`` of all its keys (``spanning.engines.open_windows``):
@@ -21,10 +21,13 @@ The query (``streaming_rows``)::
   buckets report their largest end, and with ``--idle-flush`` the driver writes the new watermark as a
   control file that the next batch hands to every bucket (``OpenWindows.advance``). ``available-now`` ends
   with a control file that flushes every key, as ``spanning run`` does at the end of its input.
-* **Two processors.** The above is ``--processor python`` (the default). ``--processor jvm`` keeps the same
-  file stream without the stateful step: ``foreachBatch`` has each batch reduced by its own tasks against a
-  per-key state table under the checkpoint (``spark_jobs.stream_jvm``), and the driver reads the control files
-  itself (they still trigger batches, but none is scanned); ``BatchWriter`` writes either one's rows the same way.
+* **Packed rows.** A task packs its rows per bucket into one row (the bucket, its rows as an Arrow IPC stream:
+  ``packing_functions``), and each bucket's output leaves the processor the same way, unpacked by
+  ``BatchWriter`` on the driver: PySpark hands a stateful step's input to pandas row by row and takes its
+  output back column by column from pandas, so a batch crosses as a few rows each way. The rows are not reduced
+  before the exchange: at 10 events per key and batch, partials per (key, window) would be 0.85-9 times as many
+  as the rows from 3 to 60 windows per event (docs/STREAMING.md). One processor since session 19: the JVM
+  micro-batch processor (``--processor jvm``) was removed.
 * **Outputs, exactly once.** ``foreachBatch`` takes each batch's rows to the driver as Arrow (one Spark
   action), writes its windows, late and rejected rows into temporary folders and renames each to
   ``windows/batch=N`` (``late/``, ``rejected/``) only when complete; a batch run again after a crash
@@ -56,7 +59,6 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_colum
 from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions
 from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, tzinfo
-from spark_jobs.plans import python_only
 from spark_jobs.prepare import (
     END,
     REASON,
@@ -70,14 +72,13 @@ from spark_jobs.prepare import (
     valid_column,
 )
 from spark_jobs.run import to_seconds, to_time
-from spark_jobs.stream_jvm import STATE, ControlFiles, JvmMicroBatch, StateTable
 from spark_jobs.windowed import result_type
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_flush"
 JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made for
-OLDER_PROCESSOR = "python"  # the processor of a checkpoint made before --processor existed
+PROCESSOR = "python"  # job.json's "processor": the one processor (checkpoints of the removed "jvm" one are refused)
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
 FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
 PAYLOAD = "_rows"  # packed rows: a bucket's rows as one Arrow IPC stream (packing_functions)
@@ -114,11 +115,10 @@ class StreamQuery:
     options: StreamOptions
     aggregates: dict[str, str]  # output name -> internal column of the processor's output
     originals: dict[str, str]  # input column -> internal column
-    micro_batch: Any = None  # the JVM path (``stream_jvm.JvmMicroBatch``); None: the Python processor's rows
     packed: DataFrame | None = None  # the Python processor's output as it leaves it: ``rows`` packed per bucket
 
 
-def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt: str, processor: str) -> dict:
+def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt: str) -> dict:
     """What a checkpoint was made for: a restart must ask for the same."""
     query, events = cfg.query, cfg.events
     return {
@@ -126,7 +126,7 @@ def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt
         "aggregates": query.aggregates, "series_start": query.series_start, "keys": events.keys,
         "start": events.start, "end": events.end, "duration": events.duration, "point_events": events.point_events,
         "time_unit": events.time_unit, "buckets": options.buckets, "format": fmt, "schema": schema.json(),
-        "processor": processor,
+        "processor": PROCESSOR,
     }  # fmt: skip
 
 
@@ -135,7 +135,13 @@ def check_checkpoint(folder: Path, record: dict) -> None:
     path = folder / JOB_FILE
     if path.exists():
         saved = json.loads(path.read_text())
-        saved.setdefault("processor", OLDER_PROCESSOR)
+        saved.setdefault("processor", PROCESSOR)  # a checkpoint made before --processor existed
+        if saved["processor"] != PROCESSOR:
+            raise UsageError(
+                f"--checkpoint {folder.parent} was made by --processor {saved['processor']}, which spanning stream no"
+                " longer has (one processor since session 19, docs/STREAMING.md): its open windows are Parquet under"
+                f" {folder / 'state'}; give a new --checkpoint (and --output) to go on with the one processor"
+            )
         changed = [name for name in record if name != "schema" and saved.get(name) != record[name]]
         if changed:
             details = ", ".join(f"{name} {saved.get(name)!r} -> {record[name]!r}" for name in changed)
@@ -206,10 +212,8 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     else:
         there, fmt = files_there(spark, cfg)
         schema = there.schema
-    processor = choose_processor(cfg, options, saved)
-    if processor == "python":
-        check_streaming_support(spark)
-    check_checkpoint(state, job_record(cfg, options, schema, fmt, processor))
+    check_streaming_support(spark)
+    check_checkpoint(state, job_record(cfg, options, schema, fmt))
     # the column kinds: counted once over the files there at the start, then kept with the checkpoint
     kinds_file = state / KINDS_FILE
     kinds = KindCounts(lambda: there if there is not None else files_there(spark, cfg, fmt)[0],
@@ -236,13 +240,6 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     control_schema = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(CONTROL, T.LongType()),
                                    T.StructField(FLUSH, T.BooleanType())])  # fmt: skip
     controls = spark.readStream.schema(control_schema).option("maxFilesPerTrigger", 1).json(str(control))
-    if processor == "jvm":  # the batch's rows as they are: foreachBatch reduces them (stream_jvm)
-        # the control files still trigger batches, but the driver reads them (ControlFiles): none is scanned
-        rows = prepared.rows.unionByName(controls.where(F.lit(False)).select(), allowMissingColumns=True)
-        micro_batch = JvmMicroBatch(prepared, cfg, aggregates, originals,
-                                    StateTable(state / STATE, options.state_versions),
-                                    ControlFiles(control, CONTROL))  # fmt: skip
-        return StreamQuery(rows, prepared, cfg, options, aggregates, originals, micro_batch)
     keys = [key_column(i) for i in range(len(prepared.keys))]
     bucket = F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(options.buckets)) if keys else F.lit(0)
     rows = prepared.rows.withColumn(BUCKET, bucket.cast("int"))
@@ -259,26 +256,6 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     out = packed.groupBy(BUCKET).transformWithStateInPandas(processor, PACKED, "Append", "None")
     return StreamQuery(out.mapInArrow(unpack_rows, out_schema), prepared, cfg, options, aggregates, originals,
                        packed=out)  # fmt: skip
-
-
-def choose_processor(cfg: RunConfig, options: StreamOptions, saved: dict) -> str:
-    """``jvm`` or ``python``: --processor, or for auto the checkpoint's own (a restart), else python.
-
-    auto stays with the Python processor: as whole processes (``bench/bench_stream.py --processes``, 600k CDRs)
-    the JVM path takes its time at 3 windows per event and 1.4-2.1× its time at 15 and 60, its state going
-    through the driver every batch (docs/STREAMING.md, "The JVM micro-batch path"), so it is there for who asks.
-    """
-    unsupported = python_only(cfg)  # the micro-batch path merges the partials of the JVM plans' aggregates only
-    per_window = cfg.query.per_window_aggregates
-    if unsupported is None and per_window:  # its tasks' kernel has no windows' bounds yet
-        unsupported = f"{per_window[0]}: the Python processor computes the time inside windows"
-    if options.processor == "jvm" and unsupported:
-        raise UsageError(f"--processor jvm cannot run this query: {unsupported}; use --processor python or auto")
-    if options.processor != "auto":
-        return options.processor
-    if "format" in saved:  # a restart goes on with the state its checkpoint holds
-        return saved.get("processor", OLDER_PROCESSOR)
-    return "python"
 
 
 def packing_functions() -> tuple[Any, Any, Any]:
@@ -491,14 +468,7 @@ class BatchWriter:
         began = time.perf_counter()
         as_time = job.prepared.time_is_timestamp
         keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
-        state = None
-        if job.micro_batch is not None:
-            table, state = job.micro_batch.table(batch, batch_id)
-            flag = FAIL_ONCE  # recovery tests: after the batch's state version is written, before its outputs
-            if flag and os.path.exists(flag[0]) and state["max_end"] is not None and state["max_end"] >= flag[1]:
-                os.remove(flag[0])
-                raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
-        elif batch.columns == PACKED.fieldNames():
+        if batch.columns == PACKED.fieldNames():
             table = self._unpacked_table(batch, as_time)
         else:
             table = self._processor_table(batch, keys, as_time)
@@ -524,11 +494,7 @@ class BatchWriter:
             pq.write_table(rows, temp / "part-00000.parquet")
             shutil.rmtree(final, ignore_errors=True)  # a batch run again after a crash: its own folder, replaced
             os.replace(temp, final)
-        if state is not None:  # the JVM path: one state table, no buckets
-            stats = [{BUCKET: "state", **state, "windows": counts["windows"], "late": counts["late"],
-                      "rejected": counts["rejected"]}]  # fmt: skip
-        else:
-            stats = table.filter(pc.equal(kinds, "stats")).select([BUCKET, *STATS]).to_pylist()
+        stats = table.filter(pc.equal(kinds, "stats")).select([BUCKET, *STATS]).to_pylist()
         buckets = {str(r[BUCKET]): r for r in stats}
         ends = [b["max_end"] for b in stats if b["max_end"] is not None]
         return {"rows_read": sum(b["accepted"] for b in stats) + counts["rejected"], **counts,
@@ -635,7 +601,8 @@ class IdleFlush:
         self.job, self.writer = job, writer
         self.folder = Path(job.options.checkpoint) / "spanning" / "control"
         # the clock of the last control file: only a later one is written
-        self.last = max(ControlFiles(self.folder, CONTROL).advances().values(), default=None)
+        self.last = max((json.loads(path.read_text().splitlines()[0])[CONTROL]
+                         for path in self.folder.glob("advance-*.json")), default=None)  # fmt: skip
 
     def after_batch(self, batch_id: int) -> None:
         options, spec = self.job.options, self.job.cfg.query.spec
@@ -685,9 +652,9 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         # one state partition per core (a new checkpoint keeps it): 66-73k events/s against 62-64k with two per
         # core, measured with bench/bench_stream.py on 2 cores
         spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
-    if (options.processor or "auto") != "jvm":  # the workers of the first batch start while the driver plans
-        warm_python_workers(spark, ("pandas", "pyarrow.compute", "pyarrow.ipc", "spanning.engines.open_windows",
-                                    "spanning.engines.engine"))  # fmt: skip
+    # the workers of the first batch start while the driver plans
+    warm_python_workers(spark, ("pandas", "pyarrow.compute", "pyarrow.ipc", "spanning.engines.open_windows",
+                                "spanning.engines.engine"))  # fmt: skip
     job = streaming_rows(spark, cfg, options)
     output = stream_output(cfg, options)
     for orphan in output.glob("*/_tmp-batch=*"):  # a batch killed while writing: run again from the checkpoint

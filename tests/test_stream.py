@@ -5,6 +5,7 @@ a crash (an exception, or a hard kill of the process group) and a restart give t
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -26,9 +27,9 @@ SAMPLE = ROOT / "data" / "sample_cdr.csv"
 QUERY = ["--range", "15m", "--slide", "5m", "--ttp", "10m", "--start", "start", "--end", "end", "--key", "cell",
          "--agg", "count", "--agg", "sum:bytes", "--agg", "max:duration"]  # fmt: skip
 AGGS = {"count": "count", "sum_bytes": "sum:bytes", "max_duration": "max:duration"}
-# every stream test but the two process tests (kill -9, Ctrl-C) runs on both paths: micro-batches in the JVM with a
-# state table (--processor jvm), and Spark's transformWithStateInPandas with the engine in Python (the default)
-PROCESSORS = ["jvm", "python"]
+# one processor since session 19 (--processor is a no-op; jvm was removed): the tests keep the parameter so that a
+# second processor, should one come, runs every test
+PROCESSORS = ["python"]
 
 
 def drop_files(folder: Path, frames: list[pd.DataFrame], first: int = 0) -> None:
@@ -101,9 +102,8 @@ def in_order(spark, tmp_path_factory, request):
     """The bundled sample as 6 files in end order, streamed one file per trigger, and the batch job on them."""
     base = tmp_path_factory.mktemp(f"stream-in-order-{request.param}")
     drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 6))
-    versions = ["--state-versions", "4"] if request.param == "jvm" else []  # 7 batches: the oldest 3 are removed
     assert stream_cli(str(base / "in"), "--output", str(base / "out"), "--checkpoint", str(base / "chk"), *QUERY,
-                      "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", *versions,
+                      "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
                       "--processor", request.param) == 0  # fmt: skip
     run_batch_job(base / "in", base / "batch")
     return base
@@ -267,32 +267,22 @@ def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle
     assert len(missed) > 0 and summary["late"] == len(missed)
 
 
-@pytest.mark.parametrize("in_order", ["jvm"], indirect=True)  # the Python processor's state is in RocksDB
-def test_the_jvm_state_is_parquet_a_user_can_read_and_old_versions_are_removed(in_order):
-    import pyarrow.parquet as pq
+def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_says_so(in_order, tmp_path, capsys):
+    import shutil
 
-    state = in_order / "chk" / "spanning" / "state"
-
-    versions = sorted(int(p.name.split("=")[1]) for p in state.glob("batch=*"))
-    assert len(versions) == 4 and versions[-1] == summary_of(in_order / "out")["batches"] - 1  # --state-versions
-    keys = pq.read_table(state / f"batch={versions[-1]}" / "keys.parquet").to_pandas()
-    windows = pq.read_table(state / f"batch={versions[-1]}" / "windows.parquet")
-    assert len(keys) == summary_of(in_order / "out")["keys"] > 0 and windows.num_rows == 0  # drained: none held
-    assert {"_k0", "_clock", "_first_open"} <= set(keys.columns)
-
-
-def test_restart_with_the_other_processor_is_refused_and_jvm_names_what_it_cannot_run(in_order, tmp_path, capsys):
-    other = "python" if (in_order / "chk" / "spanning" / "state").exists() else "jvm"
-    code = stream_cli(str(in_order / "in"), "--output", str(in_order / "out"), "--checkpoint", str(in_order / "chk"),
-                      *QUERY, "--master", "local[2]", "--processor", other)  # fmt: skip
-    assert code == 2
+    old = tmp_path / "chk"
+    shutil.copytree(in_order / "chk", old)
+    record = json.loads((old / "spanning" / "job.json").read_text())
+    (old / "spanning" / "job.json").write_text(json.dumps({**record, "processor": "jvm"}))
+    code = stream_cli(str(in_order / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(old), *QUERY,
+                      "--master", "local[2]")  # fmt: skip
     err = capsys.readouterr().err
-    assert "was made for another query" in err and f"-> '{other}'" in err and "Traceback" not in err
-    code = stream_cli(str(in_order / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
-                      *QUERY, "--agg", "stddev:bytes", "--master", "local[2]", "--processor", "jvm")  # fmt: skip
-    assert code == 2
+    assert code == 2 and "made by --processor jvm" in err and "new --checkpoint" in err and "Traceback" not in err
+    code = stream_cli(str(in_order / "in"), "--output", str(tmp_path / "out2"), "--checkpoint", str(tmp_path / "c2"),
+                      *QUERY, "--master", "local[2]", "--processor", "jvm")  # fmt: skip
     err = capsys.readouterr().err
-    assert "--processor jvm cannot run this query" in err and "--processor python" in err and "Traceback" not in err
+    assert code == 2 and "--processor jvm was removed" in err and "Traceback" not in err
+    assert not (tmp_path / "c2").exists() or not list((tmp_path / "c2").rglob("job.json"))
 
 
 def test_restart_with_other_windows_is_refused(in_order, capsys):
@@ -489,61 +479,34 @@ def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark,
     assert (rows.loc[rows["_kind"] == "windows", job.aggregates["__events"]] > 0).all()
 
 
-def test_a_batch_run_again_from_the_same_state_version_writes_the_same_bytes(spark, tmp_path):
-    """The JVM path's exactly-once: batch N reads the newest state version below N, so a batch that Spark runs
-    again (its commit lost in a crash) writes byte-identical windows, late rows and state."""
+def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_path):
+    """Exactly once: a batch that Spark runs again (its commit lost in a crash) reads the state version its first
+    run read and writes byte-identical windows and late rows; a killed write's folders are removed."""
     calls = clean_calls(600, seed=5)
     ends = pd.to_datetime(calls["end"])
-    edges = pd.date_range("2024-03-04", periods=4, freq="2h")
+    edges = pd.date_range("2024-03-04", periods=5, freq="90min")
     frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
-    frames = [frames[0], frames[2], frames[1]]  # the last batch holds late calls too
+    frames = [frames[0], frames[2], pd.concat([frames[1], frames[3]])]  # the last batch: late calls, and later ones
     drop_files(tmp_path / "in", frames)
     args = [str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
-            "--max-files-per-trigger", "1", "--master", "local[2]", "--processor", "jvm"]  # fmt: skip
+            "--max-files-per-trigger", "1", "--master", "local[2]"]  # fmt: skip
     assert stream_cli(*args) == 0
-    last = tmp_path / "out" / "windows" / "batch=2"
-    state = tmp_path / "chk" / "spanning" / "state"
-    written = {p.relative_to(tmp_path): p.read_bytes() for p in
-               [*last.glob("*.parquet"), *(tmp_path / "out" / "late").glob("batch=2/*.parquet"),
-                *(state / "batch=2").glob("*.parquet"), state / "batch=2" / "controls.json"]}  # fmt: skip
+    written = {p.relative_to(tmp_path): p.read_bytes()
+               for p in (tmp_path / "out").glob("*/batch=2/*.parquet")}  # fmt: skip
     assert any("late" in str(p) for p in written) and any("windows" in str(p) for p in written)
     commits = tmp_path / "chk" / "query" / "commits"
     for name in ("2", ".2.crc"):  # as if the process died before Spark's commit
         (commits / name).unlink(missing_ok=True)
     for path in written:  # and before its files: the run again must write them anew
         (tmp_path / path).unlink()
-    # as kill -9 mid-write leaves them (a batch id not run again: removed at the start, not by that batch's write)
-    orphans = [state / "_tmp-batch=7", tmp_path / "out" / "windows" / "_tmp-batch=7"]
-    for orphan in orphans:
-        orphan.mkdir()
-        (orphan / "part-0.parquet").write_bytes(b"half written")
+    orphan = tmp_path / "out" / "windows" / "_tmp-batch=7"  # as kill -9 mid-write leaves one
+    orphan.mkdir()
+    (orphan / "part-0.parquet").write_bytes(b"half written")
     assert stream_cli(*args) == 0
-    again = {p: (tmp_path / p).read_bytes() for p in written}
-    assert again == written
-    assert not [o for o in orphans if o.exists()], "a killed write's folders are removed on restart"
-    assert (tmp_path / "chk" / "query" / "commits" / "2").exists(), "Spark ran batch 2 again and committed it"
+    assert {p: (tmp_path / p).read_bytes() for p in written} == written
+    assert not orphan.exists(), "a killed write's folder is removed on restart"
+    assert (commits / "2").exists(), "Spark ran batch 2 again and committed it"
     assert summary_of(tmp_path / "out")["rows_read"] == sum(map(len, frames))
-
-
-def test_the_jvm_path_reads_each_control_file_once_and_a_replay_reads_the_same(tmp_path):
-    """Batch N applies the advance files written after batches below N and the flush files that its state
-    version had not applied; run again from the same version, it applies the same ones."""
-    from spark_jobs.stream import CONTROL, _control_file
-    from spark_jobs.stream_jvm import ControlFiles
-
-    controls = ControlFiles(tmp_path, CONTROL)
-    assert controls.pending(0, {}) == (None, False, {"advance": -1, "flush": ""})
-    _control_file(tmp_path, "advance-00000003.json", [{CONTROL: 500, "_control_flush": False}])
-    _control_file(tmp_path, "advance-00000004.json", [{CONTROL: 700, "_control_flush": False}])
-    assert controls.pending(4, {}) == (500, False, {"advance": 3, "flush": ""})  # 4's own file is not its input
-    advance, drain, applied = controls.pending(6, {})
-    assert (advance, drain, applied) == (700, False, {"advance": 4, "flush": ""})
-    assert controls.pending(7, applied) == (None, False, applied)  # applied once, not again
-    _control_file(tmp_path, "flush-1764000000000000000.json", [{CONTROL: 0, "_control_flush": True}])
-    advance, drain, after_flush = controls.pending(7, applied)
-    assert (advance, drain) == (None, True) and after_flush["flush"] == "flush-1764000000000000000.json"
-    assert controls.pending(7, applied) == (advance, drain, after_flush)  # a replay of 7 sees the same
-    assert controls.pending(8, after_flush)[:2] == (None, False)
 
 
 @pytest.mark.parametrize("processor", PROCESSORS)

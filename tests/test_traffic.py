@@ -187,12 +187,6 @@ def test_both_engines_the_python_plan_and_the_stream_give_one_answer_on_a_messy_
     streamed = pd.read_parquet(tmp_path / "stream" / "windows").sort_values(order).reset_index(drop=True)
     expected = pd.read_parquet(tmp_path / "first" / "windows").sort_values(order).reset_index(drop=True)
     pd.testing.assert_frame_equal(streamed[expected.columns], expected, check_dtype=False)
-    assert main(["stream", str(arriving), *query, "--processor", "jvm", "--output", str(tmp_path / "jvm"),
-                 "--checkpoint", str(tmp_path / "chk-jvm")]) == 2  # fmt: skip
-    assert "--processor jvm cannot run this query: prorated_sum:bytes" in capsys.readouterr().err
-    assert main(["stream", str(arriving), *erlangs, "--processor", "jvm", "--output", str(tmp_path / "jvm"),
-                 "--checkpoint", str(tmp_path / "chk-jvm")]) == 2  # fmt: skip
-    assert "--processor jvm cannot run this query: occupancy" in capsys.readouterr().err
 
 
 def test_occupancy_is_in_seconds_with_millisecond_chronons():

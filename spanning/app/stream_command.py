@@ -32,7 +32,8 @@ STREAM_HELP = {
     " in chronons (earliest needs the whole input)",
     "partitions": "Spark partitions of the stateful step, fixed for a checkpoint (default: one per core)",
 }
-PROCESSORS = ("auto", "jvm", "python")
+PROCESSORS = ("auto", "python")  # one processor; the option stays for commands written before
+REMOVED_PROCESSOR = "jvm"  # the JVM micro-batch processor, removed in session 19 (docs/STREAMING.md)
 TRIGGER = re.compile(r"^available-now$|^\d+(\.\d+)?\s*(ms|s|m|h)?$")
 
 
@@ -47,8 +48,7 @@ class StreamOptions:
     max_disorder: int = 0  # chronons: the stream's watermark is the largest end seen minus this
     buckets: int = 16  # hash buckets of keys, one Spark state group each (fixed for a checkpoint)
     final_flush: bool = False  # --drain: available-now releases every key's windows at its end, as spanning run does
-    processor: str = "auto"  # jvm: micro-batches in the JVM, state as Parquet; python: transformWithStateInPandas
-    state_versions: int = 10  # jvm: state versions kept under the checkpoint (a batch needs its previous one)
+    processor: str = "auto"  # auto or python: the one processor (the option does nothing; jvm was removed)
 
     def __post_init__(self) -> None:
         if not TRIGGER.match(self.trigger):
@@ -59,10 +59,11 @@ class StreamOptions:
             raise UsageError("--buckets must be at least 1")
         if self.max_disorder < 0 or (self.idle_flush is not None and self.idle_flush < 0):
             raise UsageError("--max-disorder and --idle-flush must not be negative")
+        if self.processor == REMOVED_PROCESSOR:
+            raise UsageError("--processor jvm was removed: spanning stream has one processor, which runs every"
+                             " query; leave the option out (docs/STREAMING.md)")  # fmt: skip
         if self.processor not in PROCESSORS:
-            raise UsageError(f"bad --processor {self.processor!r}: give one of {', '.join(PROCESSORS)}")
-        if self.state_versions < 2:
-            raise UsageError("--state-versions must be at least 2 (a batch run again reads the one before it)")
+            raise UsageError(f"bad --processor {self.processor!r}: leave the option out (there is one processor)")
 
     @property
     def spark_trigger(self) -> dict:
@@ -130,13 +131,9 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drain", action="store_true",
                    help="available-now: release every key's open windows at the end, as spanning run does at the end"
                    " of its input (the input is complete: a later event of those windows would be late)")  # fmt: skip
-    p.add_argument("--processor", choices=PROCESSORS, default="auto",
-                   help="jvm: each micro-batch joined to a per-key state table under the checkpoint and reduced in"
-                   " the JVM (count, sum, mean, min, max); python: Spark's transformWithStateInPandas with the"
-                   " engine in Python (every aggregate and technique; faster today, see docs/STREAMING.md); auto"
-                   " (default): python, or the checkpoint's own on a restart. Fixed for a checkpoint")  # fmt: skip
-    p.add_argument("--state-versions", type=int, default=10, metavar="N",
-                   help="jvm: state versions kept under the checkpoint (default 10)")  # fmt: skip
+    p.add_argument("--processor", default="auto",
+                   help="does nothing: kept for commands written when there were two processors (auto and python"
+                   " are the one processor; jvm was removed, see docs/STREAMING.md)")  # fmt: skip
     p.set_defaults(handler=_stream, series_start="first")
 
 
@@ -151,7 +148,6 @@ def options_from_args(args: argparse.Namespace) -> StreamOptions:
         buckets=args.buckets,
         final_flush=args.drain,
         processor=args.processor,
-        state_versions=args.state_versions,
     )
 
 

@@ -197,24 +197,6 @@ def key_codes(arrays: Sequence) -> np.ndarray:
     return codes
 
 
-def joined_sums(count: np.ndarray, high: np.ndarray, low: np.ndarray, message: str) -> tuple[np.ndarray, np.ndarray]:
-    """Integer sums carried as two parts (Σ(x >> 32) and Σ(x & LOW_BITS), each exact below 2^31 values), joined:
-    (sums, present), present where ``count`` (of values) is positive; OverflowError(``message``) if one does not
-    fit 64 bits, which is when its high part, with the carry of the low part moved up, does not fit 32.
-
-    >>> x = np.array([2**62, 2**62 - 1, -5])
-    >>> sums, present = joined_sums(np.array([2, 0]), np.array([(x[0] >> 32) + (x[1] >> 32), 0]),
-    ...                             np.array([(x[0] & LOW_BITS) + (x[1] & LOW_BITS), 0]), "too big")
-    >>> int(sums[0]) == 2**63 - 1, present.tolist()
-    (True, [True, False])
-    """
-    hi = high + (low >> 32)
-    present = count > 0
-    if np.any(present & ((hi < INT32_MIN) | (hi > INT32_MAX))):
-        raise OverflowError(message)
-    return np.where(present, (hi << 32) + (low & LOW_BITS), 0), present
-
-
 #: The partial columns a caller asks of ``run_partials``: (name, merge, derive, source), as
 #: ``spark_jobs.plans.PartialColumn``. ``derive`` is what one event contributes: "one"; "valid" (1 when its
 #: ``source`` value is present); "value" (the value, absent when null); "high" / "low" (value >> 32 and
