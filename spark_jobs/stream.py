@@ -629,7 +629,7 @@ def series_start_line(series_start: str) -> str:
 def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, progress: Any = print) -> dict:
     """Run ``spanning stream`` until its trigger ends it (available-now) or Ctrl-C; returns the summary."""
     from spanning.app.stream_command import stream_output
-    from spark_jobs.session import get_session, starting, warm_python_workers
+    from spark_jobs.session import get_session, starting
 
     stream_output(cfg, options, create=False)  # a harmful --output fails before Spark starts
     progress(series_start_line(str(cfg.query.series_start)))
@@ -652,9 +652,6 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         # one state partition per core (a new checkpoint keeps it): 66-73k events/s against 62-64k with two per
         # core, measured with bench/bench_stream.py on 2 cores
         spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
-    # the workers of the first batch start while the driver plans
-    warm_python_workers(spark, ("pandas", "pyarrow.compute", "pyarrow.ipc", "spanning.engines.open_windows",
-                                "spanning.engines.engine"))  # fmt: skip
     job = streaming_rows(spark, cfg, options)
     output = stream_output(cfg, options)
     for orphan in output.glob("*/_tmp-batch=*"):  # a batch killed while writing: run again from the checkpoint
