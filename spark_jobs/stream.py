@@ -81,6 +81,7 @@ JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made f
 PROCESSOR = "python"  # job.json's "processor": the one processor (checkpoints of the removed "jvm" one are refused)
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
 FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
+TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batches
 PAYLOAD = "_rows"  # packed rows: a bucket's rows as one Arrow IPC stream (packing_functions)
 PACKED = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(PAYLOAD, T.BinaryType())])
 PACK_ROWS = 1 << 20  # a task packs its rows per bucket at most this many at a time (memory bound)
@@ -565,6 +566,12 @@ class BatchWriter:
         ends = [r["max_end"] for r in self.batches() if r.get("max_end") is not None]
         return max(ends) - self.job.options.max_disorder if ends else None
 
+    def recent_triggers(self) -> dict[str, float]:
+        """``trigger_seconds`` of the last ``TRIGGERS_KEPT`` batches (a stream that runs for months stays small)."""
+        recent = sorted(self.trigger_seconds, key=int)[-TRIGGERS_KEPT:]
+        self.trigger_seconds = {batch: self.trigger_seconds[batch] for batch in recent}
+        return dict(self.trigger_seconds)
+
     def write_summary(self, extra: dict | None = None) -> dict:
         with self.lock:
             records = self.batches()
@@ -579,7 +586,7 @@ class BatchWriter:
             summary = {
                 **total, "batches": len(records), "watermark": self.watermark(),
                 **{name: sum(b[name] for b in state.values()) for name in ("keys", "held_windows", "state_bytes")},
-                "rows_dropped_by_spark": self.dropped_by_spark, "trigger_seconds": dict(self.trigger_seconds),
+                "rows_dropped_by_spark": self.dropped_by_spark, "trigger_seconds": self.recent_triggers(),
                 "output": str(self.output), "checkpoint": str(Path(self.job.options.checkpoint).resolve()),
                 **(extra or {}),
             }  # fmt: skip
@@ -698,7 +705,8 @@ def _wait(query: Any, writer: BatchWriter) -> None:
             if progress["batchId"] in seen or progress["id"] is None:
                 continue
             seen.add(progress["batchId"])
-            if progress.get("numInputRows"):  # a batch's whole trigger, as Spark times it (foreachBatch is a part)
+            if progress.get("numInputRows"):  # a batch's whole trigger, as Spark times it (foreachBatch is a part);
+                # its rows: the files' and the control files' (an idle or no-op trigger has none)
                 trigger = progress["durationMs"].get("triggerExecution", 0) / 1000
                 with writer.lock:  # foreachBatch's thread writes the summary
                     writer.trigger_seconds[str(progress["batchId"])] = round(trigger, 3)

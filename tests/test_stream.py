@@ -125,6 +125,8 @@ def test_drained_stream_equals_the_batch_job(in_order):
     assert len(rejected) == summary["rejected"] > 0 and rejected["reason"].notna().all()
     assert summary["rows_read"] == 20_000, "every row read is an event or a rejected row"
     assert summary["rows_dropped_by_spark"] == 0
+    triggers = summary["trigger_seconds"]  # Spark's time of each batch: 6 files, one per batch, and the drain's
+    assert sorted(map(int, triggers)) == list(range(7)) and all(t > 0 for t in triggers.values())
 
     # and the brute-force oracle, on the three busiest cells, over the rows the stream did not reject
     sample = pd.read_csv(SAMPLE, dtype=str, keep_default_na=False)
@@ -602,3 +604,14 @@ def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_sp
     assert on_driver["x"].present == len(values) - 1
     assert read("missing") is None  # a column not in the files (a partition column): Spark counts it
     assert local_parquet_text(cfg, "csv") is None
+
+
+def test_the_summary_keeps_the_trigger_times_of_the_last_batches_only():
+    from types import SimpleNamespace
+
+    from spark_jobs.stream import TRIGGERS_KEPT, BatchWriter
+
+    writer = SimpleNamespace(trigger_seconds={str(b): b / 10 for b in range(TRIGGERS_KEPT + 50)})
+    kept = BatchWriter.recent_triggers(writer)
+    assert sorted(map(int, kept)) == list(range(50, TRIGGERS_KEPT + 50))  # by batch number, not as text
+    assert writer.trigger_seconds == kept and kept["50"] == 5.0
