@@ -3,8 +3,8 @@
 The query (``streaming_rows``)::
 
     file stream of CDR files ─ prepare (reader contract) ─┐
-                                                          ├─ union ─ pack ─ groupBy(bucket) ─ transformWithState-
-    control stream (checkpoint/spanning/control/) ────────┘                                 InPandas (BucketProcessor)
+                                                          ├─ union ─ pack ─ groupBy(bucket) ─ applyInPandas-
+    control stream (checkpoint/spanning/control/) ────────┘                           WithState (reduce_bucket)
 
 * **State.** Keys are hashed into a fixed number of buckets (recorded in the checkpoint). Each bucket is one
   Spark group whose one state value holds the ``OpenWindows`` of all its keys (``spanning.engines.open_windows``):
@@ -13,21 +13,21 @@ The query (``streaming_rows``)::
 * **Semantics** are those of ``spanning run`` (docs/SEMANTICS.md): within a micro-batch each key's events are
   taken in end order, each key has its own clock, a window is released once that clock passes its end + TTP,
   and an event that overlaps released windows goes to ``late/`` with ``windows_missed``.
-* **Nothing is dropped by Spark.** The stateful operator runs with ``timeMode="None"`` and the query has no
-  ``withWatermark``: Spark's late-row filter exists only with an event-time watermark, so it never sees a row
-  to drop. Lateness is decided per key by the engine, and every late row is written. The job still reads
+* **Nothing is dropped by Spark.** The stateful operator (``applyInPandasWithState``) runs with ``NoTimeout`` and
+  the query has no ``withWatermark``: Spark's late-row filter exists only with an event-time watermark, so it never
+  sees a row to drop. Lateness is decided per key by the engine, and every late row is written. The job still reads
   Spark's ``numRowsDroppedByWatermark`` into summary.json, where it must stay 0.
 * **The stream's watermark** (largest end seen minus ``--max-disorder``) is the job's own: each batch's
   buckets report their largest end, and with ``--idle-flush`` the driver writes the new watermark as a
   control file that the next batch hands to every bucket (``OpenWindows.advance``). ``available-now`` ends
   with a control file that flushes every key, as ``spanning run`` does at the end of its input.
 * **Packed rows.** A task packs its rows per bucket into one row (the bucket, its rows as an Arrow IPC stream:
-  ``packing_functions``), and each bucket's output leaves the processor the same way, unpacked by
-  ``BatchWriter`` on the driver: PySpark hands a stateful step's input to pandas row by row and takes its
-  output back column by column from pandas, so a batch crosses as a few rows each way. The rows are not reduced
-  before the exchange: at 10 events per key and batch, partials per (key, window) would be 0.85-9 times as many
-  as the rows from 3 to 60 windows per event (docs/STREAMING.md). One processor since session 19: the JVM
-  micro-batch processor (``--processor jvm``) was removed.
+  ``packing_functions``), and each bucket's output leaves the processor the same way, unpacked by ``BatchWriter`` on
+  the driver: a batch crosses the stateful step as a few rows each way (PySpark's ``transformWithStateInPandas``,
+  the step until session 19, handed its input to pandas row by row). The rows are not reduced before the exchange:
+  at 10 events per key and batch, partials per (key, window) would be 0.85-9 times as many as the rows from 3 to 60
+  windows per event (docs/STREAMING.md). One processor since session 19: the JVM micro-batch processor
+  (``--processor jvm``) was removed.
 * **Outputs, exactly once.** ``foreachBatch`` takes each batch's rows to the driver as Arrow (one Spark
   action), writes its windows, late and rejected rows into temporary folders and renames each to
   ``windows/batch=N`` (``late/``, ``rejected/``) only when complete; a batch run again after a crash
@@ -74,10 +74,11 @@ from spark_jobs.prepare import (
 from spark_jobs.run import to_seconds, to_time
 from spark_jobs.windowed import result_type
 
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_flush"
 JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made for
+OPERATOR = "applyInPandasWithState"  # job.json's "operator": the Spark stateful step whose state the checkpoint holds
+OLDER_OPERATOR = "transformWithStateInPandas"  # that of checkpoints made before session 19 (refused: other state)
+BUCKET_STATE = T.StructType([T.StructField("state", T.BinaryType())])  # a bucket's OpenWindows.to_bytes
 PROCESSOR = "python"  # job.json's "processor": the one processor (checkpoints of the removed "jvm" one are refused)
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
 FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
@@ -86,24 +87,6 @@ PAYLOAD = "_rows"  # packed rows: a bucket's rows as one Arrow IPC stream (packi
 PACKED = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(PAYLOAD, T.BinaryType())])
 PACK_ROWS = 1 << 20  # a task packs its rows per bucket at most this many at a time (memory bound)
 STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "windows", "late", "rejected")  # per bucket
-
-
-def check_streaming_support(spark: SparkSession) -> None:
-    """transformWithStateInPandas needs protobuf in Python and RocksDB state: a clear line when either lacks."""
-    try:
-        import google.protobuf.descriptor  # noqa: F401 - the state API's messages
-    except ImportError:
-        raise UsageError(
-            "spanning stream needs the protobuf package (Spark's state API uses it): pip install 'spanning[spark]'"
-            " or pip install protobuf, on the driver and the executors"
-        ) from None
-    user_value = spark.sparkContext.getConf().get(PROVIDER, None)
-    if user_value not in (None, ROCKSDB):
-        raise UsageError(
-            f"spanning stream keeps its state in RocksDB, but {PROVIDER} is set to {user_value}: remove that setting"
-            f" (spark-defaults.conf or --conf) or set it to {ROCKSDB}"
-        )
-    spark.conf.set(PROVIDER, ROCKSDB)
 
 
 @dataclass
@@ -127,7 +110,7 @@ def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt
         "aggregates": query.aggregates, "series_start": query.series_start, "keys": events.keys,
         "start": events.start, "end": events.end, "duration": events.duration, "point_events": events.point_events,
         "time_unit": events.time_unit, "buckets": options.buckets, "format": fmt, "schema": schema.json(),
-        "processor": PROCESSOR,
+        "processor": PROCESSOR, "operator": OPERATOR,
     }  # fmt: skip
 
 
@@ -137,6 +120,13 @@ def check_checkpoint(folder: Path, record: dict) -> None:
     if path.exists():
         saved = json.loads(path.read_text())
         saved.setdefault("processor", PROCESSOR)  # a checkpoint made before --processor existed
+        saved.setdefault("operator", OLDER_OPERATOR)
+        if saved["processor"] == PROCESSOR and saved["operator"] != OPERATOR:
+            raise UsageError(
+                f"--checkpoint {folder.parent} holds its windows in the state of Spark's {saved['operator']}, which"
+                f" spanning stream no longer uses (it keeps them with {OPERATOR} since session 19,"
+                " docs/STREAMING.md): give a new --checkpoint (and --output), or go on with the earlier version"
+            )
         if saved["processor"] != PROCESSOR:
             raise UsageError(
                 f"--checkpoint {folder.parent} was made by --processor {saved['processor']}, which spanning stream no"
@@ -213,7 +203,6 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     else:
         there, fmt = files_there(spark, cfg)
         schema = there.schema
-    check_streaming_support(spark)
     check_checkpoint(state, job_record(cfg, options, schema, fmt))
     # the column kinds: counted once over the files there at the start, then kept with the checkpoint
     kinds_file = state / KINDS_FILE
@@ -254,7 +243,7 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
                            out_schema)  # fmt: skip
     pack_rows, unpack_rows, _ = packing_functions()
     packed = rows.mapInArrow(pack_rows, PACKED)
-    out = packed.groupBy(BUCKET).transformWithStateInPandas(processor, PACKED, "Append", "None")
+    out = packed.groupBy(BUCKET).applyInPandasWithState(processor, PACKED, BUCKET_STATE, "append", "NoTimeout")
     return StreamQuery(out.mapInArrow(unpack_rows, out_schema), prepared, cfg, options, aggregates, originals,
                        packed=out)  # fmt: skip
 
@@ -262,10 +251,9 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
 def packing_functions() -> tuple[Any, Any, Any]:
     """The ``mapInArrow`` functions around the stateful step: ``pack_rows`` turns a task's rows into one row per
     bucket (the bucket, its rows as an Arrow IPC stream), ``unpack_rows`` the processor's packed output back into
-    its rows. PySpark hands a stateful step's input to pandas row by row (``itertuples``) and its output back
-    column by column from pandas; packed, a batch is a few rows each way (session 19: the hand-over was 60% of
-    the Python workers' time at 1h/1m). The third function is the encoding: a table as one IPC stream's bytes.
-    (Nested functions: they travel by value, to executors and to Spark's driver-side runner alike.)"""
+    its rows. Packed, a batch is a few rows each way through pandas (``transformWithStateInPandas``, the step
+    until session 19, handed its input to pandas row by row: 60% of the Python workers' time at 1h/1m). The
+    third function is the encoding: a table as one IPC stream's bytes. (Nested functions: they travel by value.)"""
     bucket_name, payload, pack_rows_at = BUCKET, PAYLOAD, PACK_ROWS
 
     def encode(table) -> bytes:
@@ -325,10 +313,9 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
     """The stateful processor: each bucket's ``OpenWindows``, fed a micro-batch of its rows."""
     # the processor's aggregate columns -> their specs; input -> internal column; the hidden count of events
     specs, originals, events_column = internal
-    from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-    # only plain values in the closure: Spark's driver-side runner unpickles the processor where the shipped
-    # engine is not importable (it runs the executors' Python on the driver's host)
+    # only plain values in the closure: the function travels by value to workers that import the engine only
+    # once it is shipped
     window = (cfg.query.spec.range, cfg.query.spec.slide, cfg.query.spec.ttp, cfg.query.spec.offset)
     keys = [key_column(i) for i in range(len(prepared.keys))]
     series_start = None if cfg.query.series_start == "first" else int(cfg.query.series_start)
@@ -372,65 +359,60 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
 
         return pd.DataFrame({BUCKET: [bucket], PAYLOAD: [encode(table)]})
 
-    class BucketProcessor(StatefulProcessor):
-        def init(self, handle: StatefulProcessorHandle) -> None:
-            self.saved = handle.getValueState("open_windows", T.StructType([T.StructField("state", T.BinaryType())]))
+    def reduce_bucket(key, rows, saved):
+        """``applyInPandasWithState``'s function: one bucket's packed rows of a batch against its ``OpenWindows``
+        (``saved``: Spark's ``GroupState``, holding the bytes of ``OpenWindows.to_bytes``)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
-        def handleInputRows(self, key, rows, timerValues):  # noqa: N802, N803 - Spark's names
-            import pyarrow as pa
-            import pyarrow.compute as pc
+        from spanning.engines.engine import build_aggregates
+        from spanning.engines.open_windows import OpenWindows
+        from spanning.engines.params import ChunkColumns
+        from spanning.kernels.windows import WindowSpec
 
-            from spanning.engines.engine import build_aggregates
-            from spanning.engines.open_windows import OpenWindows
-            from spanning.engines.params import ChunkColumns
-            from spanning.kernels.windows import WindowSpec
+        names, aggs = build_aggregates(specs)
+        state = OpenWindows(WindowSpec(*window), aggs, names, keys, series_start,
+                            ChunkColumns(START, END, SEQ),
+                            skip_empty=events_column if skip_empty else None)  # fmt: skip
+        if saved.exists:
+            state.load_bytes(bytes(saved.get[0]))
+        batch = unpacked([blob for frame in rows for blob in frame.iloc[:, 1]], input_columns)
+        is_control = pc.is_valid(batch.column(CONTROL))
+        control = batch.filter(is_control).select([CONTROL, FLUSH]).to_pydict()
+        batch = batch.filter(pc.invert(is_control))
+        is_rejected = pc.is_valid(batch.column(REASON))
+        rejected, accepted = batch.filter(is_rejected), batch.filter(pc.invert(is_rejected))
+        parts = []
+        for clock, flush in zip(control[CONTROL], control[FLUSH], strict=True):  # the watermark, then the batch
+            if not flush:
+                parts.append(("windows", state.advance(int(clock))))
+        windows, late = state.feed(accepted.select([*keys, START, END, SEQ, *value_columns]).to_pandas())
+        parts.append(("windows", windows))
+        if any(control[FLUSH]):  # the end of an available-now run
+            parts.append(("windows", state.flush()))
+        data = state.to_bytes()
+        saved.update((data,))
+        max_end = pc.max(accepted.column(END)).as_py()
+        if fail_once and os.path.exists(fail_once[0]) and max_end is not None and max_end >= fail_once[1]:
+            os.remove(fail_once[0])  # after the state update: Spark must not commit it
+            raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
+        out = [columns_of(frame, kind, len(frame)) for kind, frame in parts if len(frame)]
+        released = sum(len(frame) for _, frame in parts)
+        if len(late):
+            rows_of = accepted.take(pa.array(late["row"].to_numpy()))
+            out.append(columns_of({"windows_missed": late["windows_missed"].to_numpy(),
+                                   **{i: rows_of.column(n) for n, i in originals.items()}}, "late", len(late)))
+        if rejected.num_rows:
+            out.append(columns_of({REASON: rejected.column(REASON),
+                                   **{i: rejected.column(n) for n, i in originals.items()}}, "rejected",
+                                  rejected.num_rows))  # fmt: skip
+        stats = {"accepted": accepted.num_rows, "keys": state.n_keys, "held_windows": state.held_windows,
+                 "state_bytes": len(data), "max_end": max_end, "windows": released, "late": len(late),
+                 "rejected": rejected.num_rows}  # fmt: skip
+        out.append(columns_of({BUCKET: [int(key[0])], **{k: [v] for k, v in stats.items()}}, "stats", 1))
+        yield packed_frame(int(key[0]), pa.concat_tables(out))
 
-            names, aggs = build_aggregates(specs)
-            state = OpenWindows(WindowSpec(*window), aggs, names, keys, series_start,
-                                ChunkColumns(START, END, SEQ),
-                                skip_empty=events_column if skip_empty else None)  # fmt: skip
-            if self.saved.exists():
-                state.load_bytes(bytes(self.saved.get()[0]))
-            batch = unpacked([blob for frame in rows for blob in frame.iloc[:, 1]], input_columns)
-            is_control = pc.is_valid(batch.column(CONTROL))
-            control = batch.filter(is_control).select([CONTROL, FLUSH]).to_pydict()
-            batch = batch.filter(pc.invert(is_control))
-            is_rejected = pc.is_valid(batch.column(REASON))
-            rejected, accepted = batch.filter(is_rejected), batch.filter(pc.invert(is_rejected))
-            parts = []
-            for clock, flush in zip(control[CONTROL], control[FLUSH], strict=True):  # the watermark, then the batch
-                if not flush:
-                    parts.append(("windows", state.advance(int(clock))))
-            windows, late = state.feed(accepted.select([*keys, START, END, SEQ, *value_columns]).to_pandas())
-            parts.append(("windows", windows))
-            if any(control[FLUSH]):  # the end of an available-now run
-                parts.append(("windows", state.flush()))
-            data = state.to_bytes()
-            self.saved.update((data,))
-            max_end = pc.max(accepted.column(END)).as_py()
-            if fail_once and os.path.exists(fail_once[0]) and max_end is not None and max_end >= fail_once[1]:
-                os.remove(fail_once[0])  # after the state update: Spark must not commit it
-                raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
-            out = [columns_of(frame, kind, len(frame)) for kind, frame in parts if len(frame)]
-            released = sum(len(frame) for _, frame in parts)
-            if len(late):
-                rows_of = accepted.take(pa.array(late["row"].to_numpy()))
-                out.append(columns_of({"windows_missed": late["windows_missed"].to_numpy(),
-                                       **{i: rows_of.column(n) for n, i in originals.items()}}, "late", len(late)))
-            if rejected.num_rows:
-                out.append(columns_of({REASON: rejected.column(REASON),
-                                       **{i: rejected.column(n) for n, i in originals.items()}}, "rejected",
-                                      rejected.num_rows))  # fmt: skip
-            stats = {"accepted": accepted.num_rows, "keys": state.n_keys, "held_windows": state.held_windows,
-                     "state_bytes": len(data), "max_end": max_end, "windows": released, "late": len(late),
-                     "rejected": rejected.num_rows}  # fmt: skip
-            out.append(columns_of({BUCKET: [int(key[0])], **{k: [v] for k, v in stats.items()}}, "stats", 1))
-            yield packed_frame(int(key[0]), pa.concat_tables(out))
-
-        def close(self) -> None:
-            pass
-
-    return BucketProcessor()
+    return reduce_bucket
 
 
 class BatchWriter:

@@ -285,6 +285,12 @@ def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_
     err = capsys.readouterr().err
     assert code == 2 and "--processor jvm was removed" in err and "Traceback" not in err
     assert not (tmp_path / "c2").exists() or not list((tmp_path / "c2").rglob("job.json"))
+    # a checkpoint made before session 19 (no "operator": transformWithStateInPandas' state) is refused too
+    (old / "spanning" / "job.json").write_text(json.dumps({k: v for k, v in record.items() if k != "operator"}))
+    code = stream_cli(str(in_order / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(old), *QUERY,
+                      "--master", "local[2]")  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "transformWithStateInPandas" in err and "new --checkpoint" in err and "Traceback" not in err
 
 
 def test_restart_with_other_windows_is_refused(in_order, capsys):
@@ -299,29 +305,6 @@ def test_missing_checkpoint_is_a_usage_error(tmp_path, capsys):
     assert stream_cli(str(tmp_path), "--output", str(tmp_path / "out"), *QUERY) == 2
     err = capsys.readouterr().err
     assert "--checkpoint" in err and "required" in err
-
-
-def test_missing_protobuf_and_other_state_provider_are_usage_errors(monkeypatch):
-    from spark_jobs import stream
-
-    class Conf:
-        def __init__(self, value):
-            self.value = value
-
-        def get(self, key, default=None):
-            return self.value
-
-    class Spark:
-        def __init__(self, value):
-            self.sparkContext = type("SC", (), {"getConf": lambda _self: Conf(value)})()
-            self.conf = type("C", (), {"set": lambda _self, k, v: None})()
-
-    with pytest.raises(UsageError, match="RocksDB"):
-        stream.check_streaming_support(Spark("org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"))  # noqa: E501
-    stream.check_streaming_support(Spark(None))
-    monkeypatch.setitem(sys.modules, "google.protobuf.descriptor", None)
-    with pytest.raises(UsageError, match="protobuf"):
-        stream.check_streaming_support(Spark(None))
 
 
 def test_stream_options_are_checked():
