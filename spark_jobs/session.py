@@ -192,11 +192,9 @@ def get_session(
 
 #: The line the JVM prints at start for the incubator module that Spark 4 adds to every JVM it launches
 INCUBATOR_WARNING = b"WARNING: Using incubator modules:"
-#: Lines that are noise to a user: that warning, and the chatter (with whole schemas) of the Python process that
-#: Spark runs on the driver to set up ``transformWithStateInPandas`` (``spanning stream``), each line printed
-#: with a blank one after it
-JVM_STDERR_NOISE = (INCUBATOR_WARNING, b"Starting Streaming TransformWithStateInPandas Python worker",
-                    b"Streaming TransformWithStateInPandas Python worker ")  # fmt: skip
+#: Lines that are noise to a user: that warning (until session 19 also the chatter of the Python process that
+#: Spark ran on the driver for ``transformWithStateInPandas``, which ``spanning stream`` no longer uses)
+JVM_STDERR_NOISE = (INCUBATOR_WARNING,)
 
 
 def launch_driver_jvm(conf) -> None:
