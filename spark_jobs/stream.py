@@ -36,6 +36,7 @@ The query (``streaming_rows``)::
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -45,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -166,12 +167,19 @@ def local_parquet_text(cfg: RunConfig, fmt: str) -> Callable[[str], Any] | None:
     if fmt != "parquet" or any("://" in p for p in cfg.inputs.paths):
         return None
 
+    @functools.cache
+    def columns_of_files() -> tuple[list[str], set[str]]:  # listed once, when the first column is asked for
+        import pyarrow.parquet as pq
+
+        files = input_files(cfg.inputs.paths, fmt, cfg.inputs.delimiter, warn=False).files
+        return files, set.intersection(*[set(pq.read_schema(path).names) for path in files]) if files else set()
+
     def column_text(name: str) -> Any:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        files = input_files(cfg.inputs.paths, fmt, cfg.inputs.delimiter, warn=False).files
-        if not files or any(name not in pq.read_schema(path).names for path in files):  # e.g. a partition column
+        files, columns = columns_of_files()
+        if name not in columns:  # e.g. a partition column
             return None
         return pa.chunked_array([pq.read_table(path, columns=[name]).column(0) for path in files])
 
@@ -241,19 +249,26 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     out_schema = _output_schema(prepared, internal, originals)
     processor = _processor(prepared, cfg, list(rows.columns), (internal, originals, aggregates[EVENTS_COLUMN]),
                            out_schema)  # fmt: skip
-    pack_rows, unpack_rows, _ = packing_functions()
-    packed = rows.mapInArrow(pack_rows, PACKED)
+    packing = packing_functions()
+    packed = rows.mapInArrow(packing.pack_rows, PACKED)
     out = packed.groupBy(BUCKET).applyInPandasWithState(processor, PACKED, BUCKET_STATE, "append", "NoTimeout")
-    return StreamQuery(out.mapInArrow(unpack_rows, out_schema), prepared, cfg, options, aggregates, originals,
+    return StreamQuery(out.mapInArrow(packing.unpack_rows, out_schema), prepared, cfg, options, aggregates, originals,
                        packed=out)  # fmt: skip
 
 
-def packing_functions() -> tuple[Any, Any, Any]:
-    """The ``mapInArrow`` functions around the stateful step: ``pack_rows`` turns a task's rows into one row per
-    bucket (the bucket, its rows as an Arrow IPC stream), ``unpack_rows`` the processor's packed output back into
-    its rows. Packed, a batch is a few rows each way through pandas (``transformWithStateInPandas``, the step
-    until session 19, handed its input to pandas row by row: 60% of the Python workers' time at 1h/1m). The
-    third function is the encoding: a table as one IPC stream's bytes. (Nested functions: they travel by value.)"""
+class Packing(NamedTuple):
+    """The functions of packed rows (``packing_functions``)."""
+
+    pack_rows: Any  # mapInArrow: a task's rows -> one row per bucket (the bucket, its rows as one IPC stream)
+    unpack_rows: Any  # mapInArrow: packed rows -> the rows they hold
+    encode: Any  # an Arrow table -> the bytes of one IPC stream
+    decode: Any  # those bytes -> the table
+
+
+def packing_functions() -> Packing:
+    """The ``mapInArrow`` functions around the stateful step, and the encoding they share. Packed, a batch is a few
+    rows each way through pandas (``transformWithStateInPandas``, the step until session 19, handed its input to
+    pandas row by row: 60% of the Python workers' time at 1h/1m). Nested functions: they travel by value."""
     bucket_name, payload, pack_rows_at = BUCKET, PAYLOAD, PACK_ROWS
 
     def encode(table) -> bytes:
@@ -264,9 +279,16 @@ def packing_functions() -> tuple[Any, Any, Any]:
             writer.write_table(table)
         return sink.getvalue().to_pybytes()
 
+    def decode(blob):
+        import pyarrow as pa
+
+        return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+
     def pack_rows(batches):
         import pyarrow as pa
         import pyarrow.compute as pc
+
+        from spanning.engines.window_ranges import reduced_in_chunks
 
         def packed(held):
             table = pa.Table.from_batches(held)
@@ -276,24 +298,14 @@ def packing_functions() -> tuple[Any, Any, Any]:
                 yield pa.RecordBatch.from_pydict({bucket_name: pa.array([bucket], pa.int32()),
                                                   payload: pa.array([encode(rows)], pa.binary())})  # fmt: skip
 
-        held, count = [], 0
-        for batch in batches:
-            held.append(batch)
-            count += batch.num_rows
-            if count >= pack_rows_at:
-                yield from packed(held)
-                held, count = [], 0
-        if count:
-            yield from packed(held)
+        yield from reduced_in_chunks(batches, pack_rows_at, packed)  # at most about PACK_ROWS rows at a time
 
     def unpack_rows(batches):
-        import pyarrow as pa
-
         for batch in batches:
             for blob in batch.column(1).to_pylist():
-                yield from pa.ipc.open_stream(pa.py_buffer(blob)).read_all().to_batches(1 << 16)
+                yield from decode(blob).to_batches(1 << 16)
 
-    return pack_rows, unpack_rows, encode
+    return Packing(pack_rows, unpack_rows, encode, decode)
 
 
 def _output_schema(prepared: Prepared, aggregates: dict, originals: dict) -> T.StructType:
@@ -323,25 +335,22 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
     skip_empty = cfg.query.empty_windows == "skip"
     fail_once = FAIL_ONCE
     schema_bytes = to_arrow_schema(schema).serialize().to_pybytes()  # bytes: a plain value in the closure
-    arrow_schema = []
-    encode = packing_functions()[2]
+    encode, decode = packing_functions()[2:]
 
     def unpacked(blobs: list, names: list[str]):
         """The bucket's rows from the packed blobs (``pack_rows``), with the query's column names."""
         import pyarrow as pa
 
-        tables = [pa.ipc.open_stream(pa.py_buffer(blob)).read_all() for blob in blobs]
-        return pa.concat_tables(tables).rename_columns(names)
+        return pa.concat_tables([decode(blob) for blob in blobs]).rename_columns(names)
 
     def columns_of(columns, kind: str, rows: int):
         """An Arrow table in the output's schema: ``columns`` (a name -> values mapping or a pandas frame) where
         given, ``kind`` in ``_kind``, nulls elsewhere."""
         import pyarrow as pa
 
-        if not arrow_schema:
-            arrow_schema.append(pa.ipc.read_schema(pa.py_buffer(schema_bytes)))
+        out_schema = pa.ipc.read_schema(pa.py_buffer(schema_bytes))
         arrays = []
-        for field in arrow_schema[0]:
+        for field in out_schema:
             if field.name == KIND:
                 arrays.append(pa.array([kind] * rows, field.type))
             elif field.name in columns:
@@ -351,7 +360,7 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
                 arrays.append(values.cast(field.type))
             else:
                 arrays.append(pa.nulls(rows, field.type))
-        return pa.Table.from_arrays(arrays, schema=arrow_schema[0])
+        return pa.Table.from_arrays(arrays, schema=out_schema)
 
     def packed_frame(bucket: int, table):
         """One row for Spark: the bucket and its output as Arrow IPC (no per-row pandas conversion)."""
@@ -507,8 +516,8 @@ class BatchWriter:
         import pyarrow.compute as pc
 
         job = self.job
-        blobs = batch.toArrow().column(PAYLOAD).to_pylist()
-        tables = [pa.ipc.open_stream(pa.py_buffer(blob)).read_all() for blob in blobs]
+        decode = packing_functions().decode
+        tables = [decode(blob) for blob in batch.toArrow().column(PAYLOAD).to_pylist()]
         table = pa.concat_tables(tables) if tables else to_arrow_schema(job.rows.schema).empty_table()
         per_second = CHRONONS_PER_SECOND[job.cfg.events.time_unit]
         if as_time:  # as Spark's timestamp_seconds / timestamp_millis (spark_jobs.run.to_time)
