@@ -13,11 +13,12 @@ import numpy as np
 
 from spanning.app.jobspec import RunConfig
 from spark_jobs import peers
+from spark_jobs.api import BatchResult, StreamResult, aggregate
 from spark_jobs.prepare import END, START, events, load
 from spark_jobs.run import run_spark
 from spark_jobs.session import get_session
 
-__all__ = ["event_times", "peers", "run"]
+__all__ = ["BatchResult", "StreamResult", "aggregate", "event_times", "peers", "run"]
 
 
 def run(cfg: RunConfig, verbose: bool = False) -> dict:

@@ -442,11 +442,19 @@ def local_input_bytes(inputs: Inputs) -> int | None:
 def load(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None = None) -> Prepared:
     """Check the inputs (unless ``inputs`` are checked ones), read them and prepare every row (the reader contract)."""
     inputs = inputs or input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
-    prepared = prepare(read_input(spark, inputs), cfg, csv=inputs.format == "csv")
-    prepared.columnar = inputs.format == "parquet"
-    prepared.input_bytes = local_input_bytes(inputs)
-    prepared.inputs = inputs
-    prepared.value_bounds = value_bounds(prepared, cfg.query.numeric_columns)
+    return prepare_frame(read_input(spark, inputs), cfg, inputs)
+
+
+def prepare_frame(frame: DataFrame, cfg: RunConfig, inputs: Inputs | None = None) -> Prepared:
+    """Prepare every row of ``frame`` (the reader contract); ``inputs``: the files ``frame`` is a plain read of
+    (``read_input``), whose footers and sizes the plans may use, or None for any other DataFrame."""
+    prepared = prepare(frame, cfg, csv=inputs is not None and inputs.format == "csv")
+    # a DataFrame of the caller's is recomputed rather than cached, as Parquet is (they may cache it themselves)
+    prepared.columnar = inputs is None or inputs.format == "parquet"
+    if inputs is not None:
+        prepared.input_bytes = local_input_bytes(inputs)
+        prepared.inputs = inputs
+        prepared.value_bounds = value_bounds(prepared, cfg.query.numeric_columns)
     return prepared
 
 

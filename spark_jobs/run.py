@@ -46,7 +46,9 @@ from spark_jobs.prepare import (
     local_input_bytes,
     parquet_key_values,
     parquet_times_sample,
+    prepare_frame,
     quoted,
+    read_input,
 )
 from spark_jobs.session import get_session, starting, warm_python_workers
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
@@ -87,6 +89,7 @@ class Computed(NamedTuple):
     counted_by_windows: bool  # the windows' pass counts (one spec): rejected/ (and late/ for a JVM plan, whose
     # count is then among ``counts``) needs no pass when there are none
     persisted: tuple[DataFrame, ...] = ()  # cached for the job's passes: ``release`` drops them after the writes
+    rows: DataFrame | None = None  # every prepared row, with its reason (null for an event)
 
 
 def release(job: Computed) -> None:
@@ -96,9 +99,13 @@ def release(job: Computed) -> None:
         frame.unpersist()
 
 
-def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
-    """The windows, late events and rejected rows of ``cfg`` as lazy DataFrames, with the plans chosen."""
-    prepared = load(spark, cfg, inputs)
+def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFrame | None = None) -> Computed:
+    """The windows, late events and rejected rows of ``cfg`` as lazy DataFrames, with the plans chosen.
+
+    The rows are ``cfg``'s input files, or ``frame`` (any DataFrame, ``spark_jobs.api``), which ``inputs`` names
+    the files of when it is a plain read of them (``read_input``): the Parquet footers then serve the plans.
+    """
+    prepared = load(spark, cfg, inputs) if frame is None else prepare_frame(frame, cfg, inputs)
     persisted = []
     if not prepared.columnar:  # parsing text costs more than caching it; a Parquet scan costs less
         prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
@@ -116,6 +123,11 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
     if measured is None:
         measured = events(prepared, "first").select(START, END).limit(PLAN_SAMPLE)
     choices = [choose_plan(spec, prepared, None if small or python_only(cfg) else measured) for spec in specs]
+    if prepared.inputs is None and not persisted and any(c.plan == "python" for c in choices):
+        # the Python plan's late rows are joined back by arrival number: a caller's DataFrame (a join, say) need
+        # not give its rows the same numbers twice, so its prepared rows are cached for the job's passes
+        prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(prepared.rows)
     counts = Observation("read")
     counted_by_windows = len(specs) == 1  # an observation may appear once in a query: one spec, one pass
     observe = counts if counted_by_windows else None
@@ -175,7 +187,8 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None) -> Computed:
     if not counted_by_windows:  # every row passes here once, on its way to rejected/ or not
         rejected = rejected.observe(counts, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected"))
     rejected = rejected.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
-    return Computed(counts, windows, late_events, rejected, choices, counted_by_windows, tuple(persisted))
+    return Computed(counts, windows, late_events, rejected, choices, counted_by_windows, tuple(persisted),
+                    prepared.rows)
 
 
 def write(frame: DataFrame, path: str, fmt: str) -> None:
@@ -199,7 +212,9 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
         progress(starting(cfg.spark.master))
         spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, short_job=short)
         progress("reading the input and planning the windows")
-        job = compute(spark, cfg, inputs)  # user mistakes show here, before any output
+        from spark_jobs.api import computed  # the job of spanning.spark.aggregate, over the files as read
+
+        job = computed(spark, read_input(spark, inputs), cfg, inputs)  # user mistakes show here, before any output
         progress("computing and writing the windows, the rejected and the late rows")
         try:
             return _write_outputs(spark, cfg, job, began)

@@ -192,7 +192,7 @@ def get_session(
 
 #: The line the JVM prints at start for the incubator module that Spark 4 adds to every JVM it launches
 INCUBATOR_WARNING = b"WARNING: Using incubator modules:"
-#: Lines that are noise to a user: that warning (until session 19 also the chatter of the Python process that
+#: Lines that are noise to a user: that warning (until 2026-11-26 also the chatter of the Python process that
 #: Spark ran on the driver for ``transformWithStateInPandas``, which ``spanning stream`` no longer uses)
 JVM_STDERR_NOISE = (INCUBATOR_WARNING,)
 

@@ -24,9 +24,9 @@ The query (``streaming_rows``)::
 * **Packed rows.** A task packs its rows per bucket into one row (the bucket, its rows as an Arrow IPC stream:
   ``packing_functions``), and each bucket's output leaves the processor the same way, unpacked by ``BatchWriter`` on
   the driver: a batch crosses the stateful step as a few rows each way (PySpark's ``transformWithStateInPandas``,
-  the step until session 19, handed its input to pandas row by row). The rows are not reduced before the exchange:
+  the step until 2026-11-26, handed its input to pandas row by row). The rows are not reduced before the exchange:
   at 10 events per key and batch, partials per (key, window) would be 0.85-9 times as many as the rows from 3 to 60
-  windows per event (docs/STREAMING.md). One processor since session 19: the JVM micro-batch processor
+  windows per event (docs/STREAMING.md). One processor since 2026-11-26: the JVM micro-batch processor
   (``--processor jvm``) was removed.
 * **Outputs, exactly once.** ``foreachBatch`` takes each batch's rows to the driver as Arrow (one Spark
   action), writes its windows, late and rejected rows into temporary folders and renames each to
@@ -78,7 +78,7 @@ from spark_jobs.windowed import result_type
 BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_flush"
 JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made for
 OPERATOR = "applyInPandasWithState"  # job.json's "operator": the Spark stateful step whose state the checkpoint holds
-OLDER_OPERATOR = "transformWithStateInPandas"  # that of checkpoints made before session 19 (refused: other state)
+OLDER_OPERATOR = "transformWithStateInPandas"  # that of checkpoints made before 2026-11-26 (refused: other state)
 BUCKET_STATE = T.StructType([T.StructField("state", T.BinaryType())])  # a bucket's OpenWindows.to_bytes
 PROCESSOR = "python"  # job.json's "processor": the one processor (checkpoints of the removed "jvm" one are refused)
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
@@ -125,13 +125,13 @@ def check_checkpoint(folder: Path, record: dict) -> None:
         if saved["processor"] == PROCESSOR and saved["operator"] != OPERATOR:
             raise UsageError(
                 f"--checkpoint {folder.parent} holds its windows in the state of Spark's {saved['operator']}, which"
-                f" spanning stream no longer uses (it keeps them with {OPERATOR} since session 19,"
+                f" spanning stream no longer uses (it keeps them with {OPERATOR} since 2026-11-26,"
                 " docs/STREAMING.md): give a new --checkpoint (and --output), or go on with the earlier version"
             )
         if saved["processor"] != PROCESSOR:
             raise UsageError(
                 f"--checkpoint {folder.parent} was made by --processor {saved['processor']}, which spanning stream no"
-                " longer has (one processor since session 19, docs/STREAMING.md): its open windows are Parquet under"
+                " longer has (one processor since 2026-11-26, docs/STREAMING.md): its open windows are Parquet under"
                 f" {folder / 'state'}; give a new --checkpoint (and --output) to go on with the one processor"
             )
         changed = [name for name in record if name != "schema" and saved.get(name) != record[name]]
@@ -194,15 +194,14 @@ BINARY_FILE = T.StructType([
 
 
 def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) -> StreamQuery:
-    """The streaming DataFrame of ``spanning stream``, for pipelines of one's own (Python API).
+    """The streaming rows of ``spanning stream``: the files that land in its input folder, read as ``spanning run``
+    reads them (``stateful_rows`` does the rest, as it does for ``spanning.spark.aggregate`` on a stream).
 
     Its rows carry ``_kind``: ``windows`` (key, window bounds, aggregates), ``late`` and ``rejected`` (the
     input row, with ``windows_missed`` or ``reason``) and ``stats`` (per bucket and batch); ``BatchWriter``
     turns one micro-batch of it into the job's outputs.
     """
     folder = Path(cfg.inputs.paths[0])
-    control = Path(options.checkpoint) / "spanning" / "control"
-    control.mkdir(parents=True, exist_ok=True)
     state = Path(options.checkpoint) / "spanning"
     saved = json.loads((state / JOB_FILE).read_text()) if (state / JOB_FILE).exists() else {}
     if "format" in saved:  # a restart: the schema the stream started with, not the files there now
@@ -213,9 +212,7 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
         schema = there.schema
     check_checkpoint(state, job_record(cfg, options, schema, fmt))
     # the column kinds: counted once over the files there at the start, then kept with the checkpoint
-    kinds_file = state / KINDS_FILE
-    kinds = KindCounts(lambda: there if there is not None else files_there(spark, cfg, fmt)[0],
-                       json.loads(kinds_file.read_text()) if kinds_file.exists() else None,
+    kinds = KindCounts(lambda: there if there is not None else files_there(spark, cfg, fmt)[0], saved_kinds(options),
                        local_parquet_text(cfg, fmt))  # fmt: skip
     reader = spark.readStream if fmt == "csv" else spark.readStream.schema(schema)
     if options.max_files_per_trigger:
@@ -228,7 +225,25 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
         stream = reader.parquet(str(folder))
     else:
         stream = reader.json(str(folder))
-    prepared = prepare(stream, cfg, csv=fmt == "csv", kinds=kinds)
+    return stateful_rows(spark, stream, cfg, options, kinds, csv=fmt == "csv")
+
+
+def saved_kinds(options: StreamOptions) -> dict | None:
+    """The column kinds' counts a stream's checkpoint keeps (``KINDS_FILE``), or None for a new one."""
+    path = Path(options.checkpoint) / "spanning" / KINDS_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, options: StreamOptions,
+                  kinds: KindCounts, csv: bool = False) -> StreamQuery:  # fmt: skip
+    """The stream's query over the streaming DataFrame ``stream`` (its checkpoint checked by the caller): the
+    reader contract (``prepare``, text columns typed by ``kinds``), the control stream, the packed rows and the
+    stateful step. ``spanning stream`` and ``spanning.spark.aggregate`` on a streaming DataFrame both come here."""
+    state = Path(options.checkpoint) / "spanning"
+    control = state / "control"
+    control.mkdir(parents=True, exist_ok=True)
+    kinds_file = state / KINDS_FILE
+    prepared = prepare(stream, cfg, csv=csv, kinds=kinds)
     if not kinds_file.exists():
         temp = kinds_file.with_suffix(".tmp")
         temp.write_text(json.dumps(kinds.saved, indent=1))
@@ -267,7 +282,7 @@ class Packing(NamedTuple):
 
 def packing_functions() -> Packing:
     """The ``mapInArrow`` functions around the stateful step, and the encoding they share. Packed, a batch is a few
-    rows each way through pandas (``transformWithStateInPandas``, the step until session 19, handed its input to
+    rows each way through pandas (``transformWithStateInPandas``, the step until 2026-11-26, handed its input to
     pandas row by row: 60% of the Python workers' time at 1h/1m). Nested functions: they travel by value."""
     bucket_name, payload, pack_rows_at = BUCKET, PAYLOAD, PACK_ROWS
 
@@ -334,7 +349,8 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
     value_columns = [*prepared.value_types, *[valid_column(c) for c in prepared.value_types], *prepared.result_types]
     skip_empty = cfg.query.empty_windows == "skip"
     fail_once = FAIL_ONCE
-    schema_bytes = to_arrow_schema(schema).serialize().to_pybytes()  # bytes: a plain value in the closure
+    # bytes: a plain value in the closure (the zone only labels timestamps: the processor casts to it)
+    schema_bytes = to_arrow_schema(schema, timezone="UTC").serialize().to_pybytes()
     encode, decode = packing_functions()[2:]
 
     def unpacked(blobs: list, names: list[str]):
@@ -427,16 +443,20 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
 class BatchWriter:
     """``foreachBatch``: one micro-batch of ``StreamQuery.rows`` into windows/, late/, rejected/ and the summary."""
 
-    def __init__(self, job: StreamQuery, output: Path, progress: Any = print) -> None:
+    def __init__(self, job: StreamQuery, output: Path | None, progress: Any = print,
+                 sink: Callable[[dict, DataFrame, int], None] | None = None) -> None:  # fmt: skip
+        """``output``: the folder of windows/, late/, rejected/ and summary.json; or None with ``sink``, which is
+        given each batch's three outputs as Arrow tables (name -> table), the batch and its id, and writes them."""
         self.job, self.output, self.progress = job, output, progress
+        self.sink = sink if sink is not None else self._write_files
         self.records = Path(job.options.checkpoint) / "spanning" / "batches"
         self.records.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
         # read once: the batches of earlier runs (a batch run again replaces its record)
         saved = (json.loads(p.read_text()) for p in sorted(self.records.glob("*.json")))
         self.by_batch = {r["batch"]: r for r in saved}
-        previous = self.output / "summary.json"
-        summary = json.loads(previous.read_text()) if previous.exists() else {}
+        previous = None if output is None else self.output / "summary.json"
+        summary = json.loads(previous.read_text()) if previous is not None and previous.exists() else {}
         self.dropped_by_spark = summary.get("rows_dropped_by_spark", 0)  # over every run of the stream
         self.trigger_seconds: dict[str, float] = summary.get("trigger_seconds", {})  # batch -> Spark's trigger time
 
@@ -454,7 +474,6 @@ class BatchWriter:
         """One Spark action (the batch as Arrow, on the driver), then each output's files, whole or not at all."""
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         job = self.job
         began = time.perf_counter()
@@ -472,20 +491,12 @@ class BatchWriter:
             "rejected": {**job.originals, REASON: REASON},
         }  # fmt: skip
         kinds = table.column(KIND)
-        counts = {}
+        tables = {}
         for kind, columns in outputs.items():
             rows = table.filter(pc.equal(kinds, kind))
-            counts[kind] = rows.num_rows
-            if not rows.num_rows:
-                continue
-            rows = pa.table({name: rows.column(internal) for name, internal in columns.items()})
-            final = self.output / kind / f"batch={batch_id}"
-            temp = self.output / kind / f"_tmp-batch={batch_id}"
-            shutil.rmtree(temp, ignore_errors=True)
-            temp.mkdir(parents=True)
-            pq.write_table(rows, temp / "part-00000.parquet")
-            shutil.rmtree(final, ignore_errors=True)  # a batch run again after a crash: its own folder, replaced
-            os.replace(temp, final)
+            tables[kind] = pa.table({name: rows.column(internal) for name, internal in columns.items()})
+        counts = {kind: rows.num_rows for kind, rows in tables.items()}
+        self.sink(tables, batch, batch_id)
         stats = table.filter(pc.equal(kinds, "stats")).select([BUCKET, *STATS]).to_pylist()
         buckets = {str(r[BUCKET]): r for r in stats}
         ends = [b["max_end"] for b in stats if b["max_end"] is not None]
@@ -493,6 +504,22 @@ class BatchWriter:
                 "max_end": max(ends) if ends else None, "compute_seconds": round(computed - began, 3),
                 "write_seconds": round(time.perf_counter() - computed, 3),
                 "buckets": {b: {k: v[k] for k in ("keys", "held_windows", "state_bytes")} for b, v in buckets.items()}}
+
+    def _write_files(self, tables: dict, batch: DataFrame, batch_id: int) -> None:
+        """Each non-empty output of a batch as ``kind/batch=N/``, renamed in whole: a batch run again after a crash
+        replaces its own folders."""
+        import pyarrow.parquet as pq
+
+        for kind, rows in tables.items():
+            if not rows.num_rows:
+                continue
+            final = self.output / kind / f"batch={batch_id}"
+            temp = self.output / kind / f"_tmp-batch={batch_id}"
+            shutil.rmtree(temp, ignore_errors=True)
+            temp.mkdir(parents=True)
+            pq.write_table(rows, temp / "part-00000.parquet")
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(temp, final)
 
     def _processor_table(self, batch: DataFrame, keys: dict[str, str], as_time: bool):
         """The Python processor's rows of one batch, as Arrow on the driver (one Spark action)."""
@@ -518,7 +545,7 @@ class BatchWriter:
         job = self.job
         decode = packing_functions().decode
         tables = [decode(blob) for blob in batch.toArrow().column(PAYLOAD).to_pylist()]
-        table = pa.concat_tables(tables) if tables else to_arrow_schema(job.rows.schema).empty_table()
+        table = pa.concat_tables(tables) if tables else to_arrow_schema(job.rows.schema, timezone="UTC").empty_table()
         per_second = CHRONONS_PER_SECOND[job.cfg.events.time_unit]
         if as_time:  # as Spark's timestamp_seconds / timestamp_millis (spark_jobs.run.to_time)
             zone = batch.sparkSession.conf.get("spark.sql.session.timeZone")
@@ -578,10 +605,12 @@ class BatchWriter:
                 **total, "batches": len(records), "watermark": self.watermark(),
                 **{name: sum(b[name] for b in state.values()) for name in ("keys", "held_windows", "state_bytes")},
                 "rows_dropped_by_spark": self.dropped_by_spark, "trigger_seconds": self.recent_triggers(),
-                "output": str(self.output), "checkpoint": str(Path(self.job.options.checkpoint).resolve()),
+                "output": None if self.output is None else str(self.output),
+                "checkpoint": str(Path(self.job.options.checkpoint).resolve()),
                 **(extra or {}),
             }  # fmt: skip
-            self._save(self.output / "summary.json", summary)
+            if self.output is not None:
+                self._save(self.output / "summary.json", summary)
             return summary
 
 
@@ -661,22 +690,13 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         writer(batch, batch_id)
         idle.after_batch(batch_id)
 
-    def start() -> Any:
-        rows = job.rows if job.packed is None else job.packed  # packed: unpacked on the driver (BatchWriter)
-        return (rows.writeStream.foreachBatch(each_batch)
-                .option("checkpointLocation", str(Path(options.checkpoint) / "query"))
-                .trigger(**options.spark_trigger).start())  # fmt: skip
-
     stopped = False
     waits("planning the stream and reading its first micro-batch (about 15 s)")
-    query = start()
+    query = start_query(job, each_batch)
     try:
         _wait(query, writer)
         if options.trigger == "available-now" and options.final_flush:  # the end of the stream: every key
-            control = Path(options.checkpoint) / "spanning" / "control"
-            _control_file(control, f"flush-{time.time_ns()}.json",
-                          [{BUCKET: b, CONTROL: 0, FLUSH: True} for b in range(options.buckets)])  # fmt: skip
-            query = start()
+            query = start_query(job, each_batch, flush=True)
             _wait(query, writer)
     except KeyboardInterrupt:
         query.stop()
@@ -685,6 +705,20 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         waits.done()
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
     return writer.write_summary({"stopped": stopped})
+
+
+def start_query(job: StreamQuery, each_batch: Callable[[DataFrame, int], None], flush: bool = False) -> Any:
+    """Start ``job``'s query with ``foreachBatch(each_batch)`` under its checkpoint. ``flush``: first a control file
+    that releases every key's windows (the end of the input, as ``spanning run`` ends), for an available-now round
+    after the one that read the input."""
+    options = job.options
+    if flush:
+        _control_file(Path(options.checkpoint) / "spanning" / "control", f"flush-{time.time_ns()}.json",
+                      [{BUCKET: b, CONTROL: 0, FLUSH: True} for b in range(options.buckets)])  # fmt: skip
+    rows = job.rows if job.packed is None else job.packed  # packed: unpacked on the driver (BatchWriter)
+    return (rows.writeStream.foreachBatch(each_batch)
+            .option("checkpointLocation", str(Path(options.checkpoint) / "query"))
+            .trigger(**options.spark_trigger).start())  # fmt: skip
 
 
 def _wait(query: Any, writer: BatchWriter) -> None:

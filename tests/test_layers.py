@@ -30,6 +30,7 @@ LAYER_OF = {
     "spanning": "facade",
     "spanning.app": "app",
     "spanning.cli": "app",
+    "spanning.spark": "app",  # the PySpark facade: the Spark engine found by name (spanning.app.plugins)
     "spark_jobs": "spark",
 }
 

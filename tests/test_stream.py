@@ -27,7 +27,7 @@ SAMPLE = ROOT / "data" / "sample_cdr.csv"
 QUERY = ["--range", "15m", "--slide", "5m", "--ttp", "10m", "--start", "start", "--end", "end", "--key", "cell",
          "--agg", "count", "--agg", "sum:bytes", "--agg", "max:duration"]  # fmt: skip
 AGGS = {"count": "count", "sum_bytes": "sum:bytes", "max_duration": "max:duration"}
-# one processor since session 19 (--processor is a no-op; jvm was removed): the tests keep the parameter so that a
+# one processor since 2026-11-26 (--processor is a no-op; jvm was removed): the tests keep the parameter so that a
 # second processor, should one come, runs every test
 PROCESSORS = ["python"]
 
@@ -285,7 +285,7 @@ def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_
     err = capsys.readouterr().err
     assert code == 2 and "--processor jvm was removed" in err and "Traceback" not in err
     assert not (tmp_path / "c2").exists() or not list((tmp_path / "c2").rglob("job.json"))
-    # a checkpoint made before session 19 (no "operator": transformWithStateInPandas' state) is refused too
+    # a checkpoint made before 2026-11-26 (no "operator": transformWithStateInPandas' state) is refused too
     (old / "spanning" / "job.json").write_text(json.dumps({k: v for k, v in record.items() if k != "operator"}))
     code = stream_cli(str(in_order / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(old), *QUERY,
                       "--master", "local[2]")  # fmt: skip

@@ -183,11 +183,15 @@ def _check_parquet(path: str):
     import pyarrow.parquet
 
     try:
-        schema = pyarrow.parquet.read_schema(path)
+        source = pyarrow.parquet.ParquetFile(path)
+        schema = source.schema_arrow
+        int96 = {source.schema.column(i).name for i in range(len(source.schema))
+                 if source.schema.column(i).physical_type == "INT96"}  # fmt: skip
     except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
         raise UsageError(f"cannot read {path} as Parquet: {str(err).strip().splitlines()[0]}") from None
-    for field in schema:
-        if getattr(field.type, "unit", None) == "ns" and str(field.type).startswith("timestamp"):
+    for field in schema:  # Spark's INT96 timestamps (its default) read as ns in pyarrow, and in Spark as they are
+        if getattr(field.type, "unit", None) == "ns" and str(field.type).startswith("timestamp") and (
+                field.name not in int96):  # fmt: skip
             raise UsageError(
                 f"{path}: column {field.name!r} holds timestamps in nanoseconds, which Spark cannot "
                 "read: write it in microseconds (pandas: df.to_parquet(..., coerce_timestamps='us'))"

@@ -33,8 +33,8 @@ STREAM_HELP = {
     "partitions": "Spark partitions of the stateful step, fixed for a checkpoint (default: one per core)",
 }
 PROCESSORS = ("auto", "python")  # one processor; the option stays for commands written before
-REMOVED_PROCESSOR = "jvm"  # the JVM micro-batch processor, removed in session 19 (docs/STREAMING.md)
-TRIGGER = re.compile(r"^available-now$|^\d+(\.\d+)?\s*(ms|s|m|h)?$")
+REMOVED_PROCESSOR = "jvm"  # the JVM micro-batch processor, removed on 2026-11-26 (docs/STREAMING.md)
+TRIGGER = re.compile(r"^available-now$|^(\d+(?:\.\d+)?)\s*(ms|s|m|h|milliseconds?|seconds?|minutes?|hours?)?$")
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,9 @@ class StreamOptions:
         """The keyword of ``DataStreamWriter.trigger``."""
         if self.trigger == "available-now":
             return {"availableNow": True}
-        number, unit = re.match(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$", self.trigger).groups()
+        number, unit = TRIGGER.match(self.trigger).groups()  # 30s, 30 s or Spark's 30 seconds
         words = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", None: "seconds"}
-        return {"processingTime": f"{number} {words[unit]}"}
+        return {"processingTime": f"{number} {words.get(unit, unit)}"}
 
 
 def stream_output(cfg: RunConfig, options: StreamOptions, create: bool = True) -> Path:

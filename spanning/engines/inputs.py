@@ -169,6 +169,9 @@ def as_frame(events: Any) -> pd.DataFrame:
     to_pandas = getattr(events, "to_pandas", None)  # pyarrow.Table / RecordBatch
     if callable(to_pandas):
         return to_pandas()
+    if type(events).__module__.startswith("pyspark."):  # a Spark DataFrame: the Spark engine's entry takes it
+        raise TypeError("spanning.aggregate takes pandas or Arrow rows; for a Spark DataFrame call"
+                        " spanning.spark.aggregate(df, ...) (the same parameters, run on the DataFrame's session)")
     raise ValueError(f"events must be a pandas DataFrame or a pyarrow Table, got {type(events).__name__}")
 
 

@@ -1,0 +1,397 @@
+"""spanning from PySpark code: ``spanning.spark.aggregate(df, ...)``, a DataFrame in and DataFrames out.
+
+It takes any DataFrame of the caller's session (a table, a join, a filter, a file read, a stream) and gives what
+``spanning run`` gives for the same rows, as lazy DataFrames (``BatchResult``), or, for a streaming DataFrame, a
+query to start (``StreamResult``). ``spanning run`` and ``spanning stream`` are adapters over the same functions:
+``computed`` (the batch job over a DataFrame) and ``stream.stateful_rows`` (the stream's query over one).
+
+The caller's session stays theirs: it is never stopped, and no setting it shows changes. What the job needs
+(ANSI off, so that an unusable value becomes a rejected row, not a failed query; the zone that reads date-time text
+without one) is set only while the job's DataFrames are analysed, when Spark fixes both in their plans, and given
+back before ``aggregate`` returns; a stream's own settings are those of its query (Spark copies the session's
+settings when a query starts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spanning.app.files import input_files
+from spanning.app.jobspec import (
+    EventFields,
+    InputFiles,
+    OutputOptions,
+    RunConfig,
+    SparkOptions,
+    UsageError,
+    WindowQuery,
+    output_name,
+    parse_duration,
+)
+from spanning.app.stream_command import StreamOptions, stream_output
+from spanning.engines.params import Execution
+from spark_jobs.prepare import REASON, KindCounts, parquet_footer_schema
+from spark_jobs.run import Computed, compute
+from spark_jobs.session import ship_engine
+
+__all__ = ["BatchResult", "StreamResult", "aggregate"]
+
+DATAFRAME_INPUT = "<DataFrame>"  # the inputs of a RunConfig made for a DataFrame: no file is read by name
+ZONE, ANSI, PARTITIONS = "spark.sql.session.timeZone", "spark.sql.ansi.enabled", "spark.sql.shuffle.partitions"
+log = logging.getLogger("spanning")
+_shipped: set[int] = set()  # the SparkContexts (by id of their JVM object) that have the engine's zip
+
+
+def aggregate(
+    df: DataFrame,
+    *,
+    range: int | str,  # noqa: A002 - the public name of ω, as in spanning.aggregate
+    slide: int | str,
+    ttp: int | str = 0,
+    aggregates: Mapping[str, str] | Sequence[str] | None = None,
+    start: str = "start",
+    end: str | None = "end",
+    duration: str | None = None,
+    key: str | Sequence[str] | None = None,
+    offset: int | str = 0,
+    series_start: int | str | None = None,
+    time_unit: str = "s",
+    timezone: str | None = None,
+    empty_windows: str = "skip",
+    plan: str = "auto",
+    technique: str = "se-slicing",
+    height: int | str = 1,
+    point_events: bool = False,
+    kinds_from: DataFrame | None = None,
+    spark: SparkSession | None = None,
+) -> BatchResult | StreamResult:
+    """Sliding-window aggregates of the events in ``df``, as ``spanning run`` computes them from files.
+
+    The parameters mean what they mean to ``spanning.aggregate`` and the command's options:
+
+    * ``range``, ``slide``, ``ttp``, ``offset``: chronons (``time_unit``), or the command's strings ``"15m"``;
+    * ``aggregates``: the command's forms (``"count"``, ``"sum:bytes"``, ``"max:duration"``, ``"erlang"``, ...),
+      as a list (output columns named as the command names them: ``sum_bytes``) or as a dict of output name ->
+      form; ``None`` is ``["count"]``;
+    * ``start`` and ``end`` (or ``duration``, or ``point_events=True``), ``key``: column names or Spark SQL
+      expressions; ``key`` may be a list. Times may be timestamps, timestamp_ntz, date-time text (read in
+      ``timezone``, by default the session's zone, as Spark's ``to_timestamp`` reads it), epoch numbers or
+      integer chronons;
+    * ``series_start``: ``"earliest"`` (the default for a batch DataFrame: each key's windows start at its earliest
+      event), ``"first"`` (at its first arriving event: the default, and the only choice besides a fixed time,
+      for a streaming DataFrame) or a time in chronons;
+    * ``empty_windows``: ``"skip"`` or ``"emit"``; ``plan``, ``technique``, ``height``: as the command's options;
+    * ``kinds_from`` (a streaming DataFrame with text time or value columns): a DataFrame of rows like the
+      stream's, such as the files already there, whose values fix whether text holds numbers or date-times
+      (``spanning stream`` counts the files in its folder at the start); not needed for typed columns;
+    * ``spark``: the session, by default the DataFrame's. It is never stopped, and its settings are left as found.
+
+    A batch DataFrame gives a ``BatchResult`` (``.windows``, ``.late``, ``.rejected``, ``.counts``, ``.plans``),
+    a streaming one a ``StreamResult`` (``.write_stream(path, checkpoint=...)``, ``.foreach_batch(fn, ...)``).
+    Bad parameters raise ``UsageError`` (a ``ValueError``) with the command's message.
+    """
+    if not isinstance(df, DataFrame) or not hasattr(df, "_jdf"):
+        raise UsageError(f"spanning.spark.aggregate takes a PySpark DataFrame of a classic session, got"
+                         f" {type(df).__module__}.{type(df).__name__} (Spark Connect is not supported; for pandas"
+                         " or Arrow use spanning.aggregate)")  # fmt: skip
+    spark = spark or df.sparkSession
+    streaming = df.isStreaming
+    if series_start is None:
+        series_start = "first" if streaming else "earliest"
+    if streaming and series_start == "earliest":
+        raise UsageError("series_start='earliest' needs the whole input: a stream starts each key's series at its"
+                         " first arriving event ('first', the default) or at a time you give")  # fmt: skip
+    specs, names = _aggregate_specs(aggregates)
+    keys = [] if key is None else [key] if isinstance(key, str) else list(key)
+    zone = timezone or spark.conf.get(ZONE)
+    events = EventFields(start, None if duration is not None or point_events else end, duration, keys, point_events,
+                         time_unit, zone)  # fmt: skip
+    query = WindowQuery(parse_duration(range, time_unit), parse_duration(slide, time_unit),
+                        parse_duration(ttp, time_unit), specs, parse_duration(offset, time_unit),
+                        series_start=series_start, empty_windows=empty_windows)  # fmt: skip
+    cfg = RunConfig(InputFiles([DATAFRAME_INPUT]), events, query, Execution(technique, height),
+                    spark=SparkOptions(plan=plan))  # fmt: skip
+    if streaming:
+        return StreamResult(spark, df, cfg, names, kinds_from)
+    return BatchResult(computed(spark, df, cfg), names)
+
+
+def _aggregate_specs(aggregates: Mapping[str, str] | Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
+    """The command's aggregate forms, and the output columns to rename (the command's name -> the caller's)."""
+    if aggregates is None:
+        return ["count"], {}
+    if isinstance(aggregates, str):
+        aggregates = [aggregates]
+    if isinstance(aggregates, Mapping):
+        specs = list(aggregates.values())
+        renames = {output_name(spec): name for name, spec in aggregates.items()}
+    else:
+        specs, renames = list(aggregates), {}
+    wrong = [spec for spec in specs if not isinstance(spec, str)]
+    if wrong:
+        raise UsageError(f"spanning.spark.aggregate takes the command's aggregate forms as text (such as 'count' or"
+                         f" 'sum:bytes'), not {wrong[0]!r}: objects and user aggregates are spanning.aggregate's")
+    taken = [name for name in renames.values() if name in ("window_start", "window_end")]
+    if taken:
+        raise UsageError(f"the output name {taken[0]!r} is a window bound's: give the aggregate another name")
+    return specs, {command: name for command, name in renames.items() if command != name}
+
+
+@contextlib.contextmanager
+def job_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """``settings`` in the session while the block builds (analyses) the job's DataFrames or starts its query, then
+    the session's own values again: Spark fixes ANSI mode and the time zone in an analysed plan, and a query
+    copies the session's settings when it starts."""
+    conf = spark.conf
+    before = {name: conf.get(name, None) for name in settings}
+    try:
+        for name, value in settings.items():
+            conf.set(name, value)
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                conf.unset(name)
+            else:
+                conf.set(name, value)
+
+
+def _ship_engine(spark: SparkSession) -> None:
+    """The engine's zip on the session's executors, once per SparkContext (``session.ship_engine``)."""
+    context = id(spark.sparkContext._jsc)
+    if context not in _shipped:
+        ship_engine(spark)
+        _shipped.add(context)
+
+
+def plain_parquet_files(df: DataFrame) -> Any:
+    """The local Parquet files that ``df`` is a plain read of (``spark.read.parquet(...)``, no projection, filter,
+    partition column or other schema), checked as ``spanning run`` checks its inputs; else None.
+
+    The vector plan's tasks then read those files' row groups themselves (``plans.read_plan``), as they do for
+    ``spanning run`` on the same files: no row enters the JVM. Read from the analysed plan through Py4J.
+    """
+    try:
+        plan = df._jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() != "LogicalRelation":
+            return None
+        relation = plan.relation()
+        if relation.getClass().getSimpleName() != "HadoopFsRelation" or str(relation.fileFormat()) != "Parquet":
+            return None
+        if relation.partitionSchema().length() != 0:
+            return None
+        uris = list(df.inputFiles())
+    except Exception:  # noqa: BLE001 - another kind of plan, or a Spark without these classes: the general path
+        return None
+    if not uris or any(urlparse(uri).scheme not in ("", "file") for uri in uris):
+        return None
+    try:
+        inputs = input_files([unquote(urlparse(uri).path) for uri in uris], "parquet", warn=False)
+    except UsageError:  # an empty file, say: the general path reads what Spark reads
+        return None
+    footer = parquet_footer_schema(inputs)
+    if footer is None or [(f.name, f.dataType) for f in footer] != [(f.name, f.dataType) for f in df.schema]:
+        return None  # a schema of the caller's that reads the files otherwise than their footers say
+    return inputs
+
+
+def computed(spark: SparkSession, df: DataFrame, cfg: RunConfig, inputs: Any = None) -> Computed:
+    """The batch job of ``cfg`` over ``df`` (``run.compute``) under the job's settings, the engine shipped.
+    ``inputs``: the files ``df`` reads, where the caller knows them (``spanning run``); else found from ``df``."""
+    _ship_engine(spark)
+    with job_settings(spark, {ZONE: cfg.events.timezone, ANSI: "false"}):
+        if inputs is None:
+            inputs = plain_parquet_files(df)
+        return compute(spark, cfg, inputs, frame=df)
+
+
+class BatchResult:
+    """The job over a batch DataFrame: lazy DataFrames with the columns ``spanning run`` writes.
+
+    * ``windows``: the key columns, ``window_start``, ``window_end`` (timestamps where the times were, else
+      chronons), then one column per aggregate;
+    * ``late``: the events that arrived after some of their windows were released, as read, with
+      ``windows_missed``;
+    * ``rejected``: the rows that are no events, as read, with ``reason``;
+    * ``counts``: rows read = accepted + rejected, and late; ``plans``: the plan chosen and why.
+    """
+
+    def __init__(self, job: Computed, renames: dict[str, str]) -> None:
+        self._job = job
+        self.windows = job.windows.withColumnsRenamed(renames) if renames else job.windows
+        self.late, self.rejected = job.late, job.rejected
+        self._counts: dict[str, int] | None = None
+
+    @property
+    def plans(self) -> list[dict]:
+        """The plan of each window spec (``plan``), why it was chosen (``reason``), the windows per event measured."""
+        return [dict(vars(choice)) for choice in self._job.choices]
+
+    @property
+    def plan(self) -> str:
+        return self._job.choices[0].plan
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """``read``, ``accepted``, ``rejected`` and ``late``. Counted while the first action over ``windows``
+        ran; before one has run (or if the first was over ``late`` or ``rejected``), counted now, in a pass of
+        its own."""
+        if self._counts is None:
+            observed = self._observed() or self._counted()
+            if "late" not in observed:
+                observed["late"] = self.late.count()
+            self._counts = {"read": observed["read"], "accepted": observed["read"] - observed["rejected"],
+                            "rejected": observed["rejected"], "late": observed["late"]}  # fmt: skip
+        return dict(self._counts)
+
+    def _observed(self) -> dict | None:
+        """The counts the windows' pass observed, if that pass has run (no wait)."""
+        if not self._job.counted_by_windows:
+            return None
+        observation = self._job.counts
+        try:
+            done = observation._jo is not None and observation._jo.future().isCompleted()
+        except Exception:  # noqa: BLE001 - no such handle in this Spark: count in a pass of our own
+            done = False
+        return dict(observation.get) if done else None
+
+    def _counted(self) -> dict:
+        """Rows read and rejected, in one pass over the prepared rows (every row passes there, with its reason)."""
+        row = self._job.rows.agg(F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected")).first()
+        return {"read": row["read"], "rejected": row["rejected"]}
+
+    def unpersist(self) -> None:
+        """Drop what the job cached for its passes (a DataFrame whose rows must keep their arrival numbers)."""
+        for frame in self._job.persisted:
+            frame.unpersist()
+
+    def __repr__(self) -> str:
+        return f"BatchResult(plan={self.plan!r}, windows={self.windows.columns})"
+
+
+class StreamResult:
+    """The job over a streaming DataFrame, to be started: ``write_stream`` (files, exactly once, as ``spanning
+    stream`` writes them) or ``foreach_batch`` (any other sink). The checkpoint holds Spark's offsets and the
+    stream's open windows: a restart with it goes on where the stream stopped."""
+
+    def __init__(self, spark: SparkSession, df: DataFrame, cfg: RunConfig, renames: dict[str, str],
+                 kinds_from: DataFrame | None) -> None:  # fmt: skip
+        self._spark, self._df, self._cfg, self._renames, self._kinds_from = spark, df, cfg, renames, kinds_from
+
+    def write_stream(self, path: str, *, checkpoint: str, trigger: str | None = None, format: str = "parquet",  # noqa: A002
+                     drain: bool = False, idle_flush: int | str | None = None, max_disorder: int | str = 0,
+                     buckets: int = 16, partitions: int | None = None) -> Any:  # fmt: skip
+        """Start the query that writes ``windows/``, ``late/`` and ``rejected/`` (``batch=N`` folders of Parquet)
+        and ``summary.json`` under ``path``, each batch exactly once; returns the ``StreamingQuery``.
+
+        ``trigger``: None (Spark's default: the next batch as soon as the last is done), ``"available-now"`` (what
+        is there, then stop) or an interval (``"30 seconds"``, ``"30s"``). ``drain`` (available-now only): wait for
+        the input to be read, then release every key's open windows, as a batch job does at the end of its input,
+        in a second round whose query is returned. ``idle_flush``, ``max_disorder``, ``buckets``: as ``spanning
+        stream``'s options; ``partitions``: of the stateful step (default one per core), fixed for a checkpoint.
+        """
+        if format != "parquet":
+            raise UsageError(f"write_stream writes Parquet (format={format!r}): for another sink use foreach_batch")
+        options = self._options(checkpoint, trigger, drain, idle_flush, max_disorder, buckets)
+        cfg = replace(self._cfg, output=OutputOptions(str(path)))
+        stream_output(cfg, options, create=False)  # a harmful path fails before the stream is built
+        return self._start(options, partitions, lambda job: self._writer(job, stream_output(cfg, options)))
+
+    def foreach_batch(self, fn: Callable[[DataFrame, DataFrame, DataFrame, int], None], *, checkpoint: str,
+                      trigger: str | None = None, drain: bool = False, idle_flush: int | str | None = None,
+                      max_disorder: int | str = 0, buckets: int = 16,
+                      partitions: int | None = None) -> Any:  # fmt: skip
+        """Start the query that calls ``fn(windows, late, rejected, batch_id)`` for each micro-batch, with the
+        three outputs of ``write_stream`` as DataFrames; returns the ``StreamingQuery``. A batch run again after a
+        failure calls ``fn`` again with the same rows and id (make the sink's write idempotent by ``batch_id``,
+        as ``write_stream`` does). The other parameters are ``write_stream``'s."""
+        options = self._options(checkpoint, trigger, drain, idle_flush, max_disorder, buckets)
+        renames = self._renames
+
+        def sink(tables: dict, batch: DataFrame, batch_id: int) -> None:
+            session = batch.sparkSession
+            frames = [session.createDataFrame(_renamed(tables[kind], renames if kind == "windows" else {}))
+                      for kind in ("windows", "late", "rejected")]  # fmt: skip
+            fn(*frames, batch_id)
+
+        return self._start(options, partitions, lambda job: self._batch_writer(job, None, sink))
+
+    def _options(self, checkpoint: str, trigger: str | None, drain: bool, idle_flush: Any, max_disorder: Any,
+                 buckets: int) -> StreamOptions:  # fmt: skip
+        unit = self._cfg.events.time_unit
+        trigger = "0 seconds" if trigger is None else str(trigger).strip()
+        if drain and trigger != "available-now":
+            raise UsageError("drain=True ends an available-now stream: give trigger='available-now'")
+        return StreamOptions(str(checkpoint), trigger, None,
+                             None if idle_flush is None else parse_duration(idle_flush, unit),
+                             parse_duration(max_disorder, unit), buckets, drain)  # fmt: skip
+
+    def _batch_writer(self, job: Any, output: Path | None, sink: Callable | None = None) -> Any:
+        from spark_jobs.stream import BatchWriter
+
+        return BatchWriter(job, output, lambda line: log.info("%s", line), sink)
+
+    def _writer(self, job: Any, output: Path) -> Any:
+        """``spanning stream``'s writer into ``output``, the windows' columns renamed as the caller named them."""
+        for orphan in output.glob("*/_tmp-batch=*"):  # a batch killed while writing: run again from the checkpoint
+            shutil.rmtree(orphan, ignore_errors=True)
+        writer = self._batch_writer(job, output)
+        if self._renames:
+            write_files, renames = writer._write_files, self._renames
+            writer.sink = lambda tables, batch, batch_id: write_files(
+                {**tables, "windows": _renamed(tables["windows"], renames)}, batch, batch_id)
+        return writer
+
+    def _start(self, options: StreamOptions, partitions: int | None, make_writer: Callable[[Any], Any]) -> Any:
+        """Build the stream's query over the DataFrame and start it, under the job's settings."""
+        from spark_jobs.stream import IdleFlush, check_checkpoint, job_record, saved_kinds, start_query, stateful_rows
+
+        spark, cfg = self._spark, self._cfg
+        _ship_engine(spark)
+        state = Path(options.checkpoint) / "spanning"
+        check_checkpoint(state, job_record(cfg, options, self._df.schema, "dataframe"))
+        kinds = KindCounts(self._kinds_rows, saved_kinds(options))
+        settings = {ZONE: cfg.events.timezone, ANSI: "false",
+                    PARTITIONS: str(partitions or spark.sparkContext.defaultParallelism)}  # fmt: skip
+        with job_settings(spark, settings):
+            job = stateful_rows(spark, self._df, cfg, options, kinds)
+            writer = make_writer(job)
+            idle = IdleFlush(job, writer)
+
+            def each_batch(batch: DataFrame, batch_id: int) -> None:
+                writer(batch, batch_id)
+                idle.after_batch(batch_id)
+
+            query = start_query(job, each_batch)
+        if not options.final_flush:
+            return query
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise query.exception()
+        with job_settings(spark, settings):
+            return start_query(job, each_batch, flush=True)
+
+    def _kinds_rows(self) -> DataFrame:
+        """The rows that fix the kinds of the stream's text columns (``kinds_from``)."""
+        if self._kinds_from is None:
+            raise UsageError("the stream has text time or value columns, whose kind (numbers or date-times) spanning"
+                             " reads from the values: give kinds_from= (a DataFrame of rows like the stream's, such"
+                             " as spark.read of the files already there), or cast the columns in the stream")
+        if self._kinds_from.isStreaming:
+            raise UsageError("kinds_from must be a batch DataFrame (spark.read...), not a stream")
+        return self._kinds_from
+
+
+def _renamed(table: Any, renames: dict[str, str]) -> Any:
+    """An Arrow table with its columns renamed (``renames``: old -> new)."""
+    return table.rename_columns([renames.get(name, name) for name in table.column_names]) if renames else table

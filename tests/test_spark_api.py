@@ -1,0 +1,315 @@
+"""``spanning.spark.aggregate`` on a session made the way a user makes one: DataFrames in, DataFrames out.
+
+The session runs with a zone of its own (America/New_York), ANSI on (Spark 4's default) and 7 shuffle partitions;
+the windows must equal the oracle's (``tests/oracle.py``, the definition evaluated directly), the late and rejected
+rows those of ``spanning run`` over the same rows, and the session's settings must be as they were.
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pandas as pd
+import pytest
+
+from spanning.app.jobspec import UsageError
+from spanning.cli import main
+from tests.oracle import oracle
+from tests.test_spark_job import assert_frames_match, read_output
+
+ZONE = "America/New_York"
+USER_SETTINGS = {"spark.sql.session.timeZone": ZONE, "spark.sql.ansi.enabled": "true",
+                 "spark.sql.shuffle.partitions": "7"}  # fmt: skip
+RANGE, SLIDE, TTP = 900, 300, 1800
+AGGS = {"n": "count", "bytes": "sum:bytes", "longest": "max:bytes"}
+CELLS = ["a", "b", "c", "d"]
+BASE = int(datetime(2024, 6, 3, 8, tzinfo=ZoneInfo(ZONE)).timestamp())  # far from a change of summer time
+
+
+@pytest.fixture
+def user_session(spark):
+    """The test run's session with a user's settings, given back afterwards (other tests share the session)."""
+    before = {name: spark.conf.get(name) for name in USER_SETTINGS}
+    for name, value in USER_SETTINGS.items():
+        spark.conf.set(name, value)
+    yield spark
+    for name, value in before.items():
+        spark.conf.set(name, value)
+
+
+def calls() -> pd.DataFrame:
+    """Calls on 4 cells with out-of-order ends, a few late by more than the TTP, and rows no job can use."""
+    rows = []
+    for i in range(240):
+        start = BASE + (i * 37) % 5400 + (3600 if i % 50 == 7 else 0)  # some arrive long after their windows
+        length = 5 + (i * 53) % 1300 + (4000 if i % 40 == 9 else 0)  # longer than range + TTP: late
+        rows.append({"call_id": f"c{i:03d}", "cell": CELLS[i % 4], "start": start, "end": start + length,
+                     "bytes": (i * 7919) % 100_000})  # fmt: skip
+    frame = pd.DataFrame(rows)
+    frame.loc[3, "end"] = frame.loc[3, "start"] - 10  # ends before it starts
+    frame.loc[11, "start"] = None  # no start
+    frame.loc[12, "bytes"] = None  # no bytes: a null, not a rejection
+    return frame
+
+
+def as_text(seconds) -> str | None:
+    if pd.isna(seconds):
+        return None
+    return datetime.fromtimestamp(int(seconds), ZoneInfo(ZONE)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def text_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The calls as a CSV file holds them: local date-time text without a zone, numbers as text."""
+    out = frame.astype(object)
+    for col in ("start", "end"):
+        out[col] = frame[col].map(as_text)
+    out["bytes"] = frame["bytes"].map(lambda v: None if pd.isna(v) else str(int(v)))
+    out.loc[5, "bytes"] = "n/a"  # not a number: rejected, naming bytes
+    return out
+
+
+def expected_windows(frame: pd.DataFrame, keys: list[str], series_start: str = "earliest") -> pd.DataFrame:
+    """The oracle's windows of the usable rows, each key's rows in the batch job's arrival order (by end, then by
+    their order in the input); windows with no event are left out, as the job skips them."""
+    usable = frame.dropna(subset=["start", "end"])
+    usable = usable[usable["end"] >= usable["start"]].copy()
+    usable["_u"] = usable[["start", "end"]].max(axis=1).where(usable["end"] > usable["start"], usable["start"] + 1)
+    usable = usable.sort_values("_u", kind="stable")
+    out = []
+    for key, rows in usable.groupby(keys, sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        events = [(key, int(r.start), int(r.end), {"bytes": None if pd.isna(r.bytes) else int(r.bytes)})
+                  for r in rows.itertuples()]  # fmt: skip
+        first = int(rows["start"].min()) if series_start == "earliest" else None
+        windows, _ = oracle(events, RANGE, SLIDE, TTP, 0, AGGS, series_start=first)
+        for _, got in windows.items():
+            for start, end, values in got:
+                if values["n"]:
+                    out.append({**dict(zip(keys, key, strict=True)), "window_start": start, "window_end": end,
+                                **values})  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def seconds_of(frame):
+    """A Spark frame of windows with their bounds as epoch seconds (``toPandas`` gives local wall-clock times)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    for col in ("window_start", "window_end"):
+        if isinstance(frame.schema[col].dataType, T.TimestampType):
+            frame = frame.withColumn(col, F.unix_seconds(col))
+    return frame.toPandas()
+
+
+def windows_of(result, keys: list[str]) -> pd.DataFrame:
+    return seconds_of(result.windows)
+
+
+def run_command(tmp_path: Path, source: Path, name: str, *extra: str) -> Path:
+    out = tmp_path / name
+    args = ["run", str(source), "--range", str(RANGE), "--slide", str(SLIDE), "--ttp", str(TTP), "--start", "start",
+            "--end", "end", "--key", "cell", "--agg", "count", "--agg", "sum:bytes", "--agg", "max:bytes",
+            "--engine", "spark", "--master", "local[2]", "--timezone", ZONE, "--output", str(out), *extra]  # fmt: skip
+    assert main(args) == 0
+    return out
+
+
+def rows_by_id(frame: pd.DataFrame, column: str) -> dict:
+    return dict(zip(frame["call_id"], frame[column], strict=True))
+
+
+def test_a_table_and_a_joined_filtered_frame_give_the_oracles_windows_and_the_commands_late_and_rejected_rows(
+        user_session, tmp_path):  # fmt: skip
+    import spanning.spark
+
+    spark = user_session
+    frame = calls()
+    source = tmp_path / "calls.csv"
+    text_frame(frame).to_csv(source, index=False)
+    cells = spark.createDataFrame(pd.DataFrame({"cell": CELLS, "region": ["north", "north", "south", "east"]}))
+    spark.read.option("header", True).csv(str(source)).createOrReplaceTempView("cdr")
+    kept = frame[frame["cell"] != "d"]  # the filter drops the east's cell
+    kept_source = tmp_path / "kept.csv"
+    text_frame(frame)[frame["cell"] != "d"].to_csv(kept_source, index=False)
+    inputs = {
+        "table": (spark.table("cdr"), frame, source),
+        "join": (spark.table("cdr").join(cells, "cell").where("region <> 'east'").drop("region"), kept, kept_source),
+    }
+    for name, (df, rows, same_rows) in inputs.items():
+        result = spanning.spark.aggregate(df, range=RANGE, slide=SLIDE, ttp="30m", aggregates=AGGS, start="start",
+                                          end="end", key="cell")  # fmt: skip
+        assert {n: spark.conf.get(n) for n in USER_SETTINGS} == USER_SETTINGS, name  # as the user set them
+        got = windows_of(result, ["cell"])
+        assert list(got.columns) == ["cell", "window_start", "window_end", "n", "bytes", "longest"]
+        assert_frames_match(got, expected_windows(rows.drop(index=[5], errors="ignore"), ["cell"]), ["cell"])
+
+        command = run_command(tmp_path, same_rows, name)
+        late, rejected = result.late.toPandas(), result.rejected.toPandas()
+        their_late, their_rejected = pd.read_parquet(command / "late"), pd.read_parquet(command / "rejected")
+        unusable = len({3, 5, 11} & set(rows.index))  # end before start, bytes n/a, no start
+        assert len(late) > 0 and len(rejected) == unusable > 0, (name, len(late), len(rejected))
+        assert rows_by_id(late, "windows_missed") == rows_by_id(their_late, "windows_missed"), name
+        assert rows_by_id(rejected, "reason") == rows_by_id(their_rejected, "reason"), name
+        assert sorted(rejected.columns) == sorted(their_rejected.columns), name  # a join puts its key first
+        counts = result.counts
+        assert counts == {"read": len(rows), "accepted": len(rows) - unusable, "rejected": unusable,
+                          "late": len(late)}, name  # fmt: skip
+        assert result.plan in ("explode", "range", "dyadic", "vector", "python") and result.plans[0]["reason"]
+        for setting, value in USER_SETTINGS.items():  # the command's run took the active session, and gave it back
+            spark.conf.set(setting, value)
+
+    # the session still runs the user's queries, with the user's settings: ANSI still fails a bad cast
+    assert spark.range(10).selectExpr("sum(id)").first()[0] == 45
+    with pytest.raises(Exception, match="CAST_INVALID_INPUT"):
+        spark.sql("SELECT CAST('x' AS INT)").collect()
+    assert spark.sql("SELECT hour(TIMESTAMP '2024-06-03 12:00:00Z')").first()[0] == 8  # New York's summer time
+
+
+TIME_TYPES = ["timestamp", "timestamp_ntz", "text", "epoch_double", "chronons"]
+
+
+def typed(spark, frame: pd.DataFrame, kind: str):
+    """The calls with their times as ``kind``, built in Spark (as a user builds a DataFrame in code)."""
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame(frame.astype({"start": "Int64", "end": "Int64", "bytes": "Int64"}))
+    for col in ("start", "end"):
+        seconds = F.col(col)
+        column = {
+            "timestamp": F.timestamp_seconds(seconds),
+            "timestamp_ntz": F.to_timestamp_ntz(F.date_format(F.timestamp_seconds(seconds), "yyyy-MM-dd HH:mm:ss")),
+            "text": F.date_format(F.timestamp_seconds(seconds), "yyyy-MM-dd HH:mm:ss"),
+            "epoch_double": seconds.cast("double"),
+            "chronons": seconds,
+        }[kind]
+        df = df.withColumn(col, column)
+    return df
+
+
+@pytest.mark.parametrize("kind", TIME_TYPES)
+def test_every_time_column_type_gives_the_oracles_windows(user_session, kind):
+    import spanning.spark
+
+    frame = calls()
+    df = typed(user_session, frame, kind)
+    result = spanning.spark.aggregate(df, range="15m", slide="5m", ttp=TTP, aggregates=AGGS, key="cell")
+    got = windows_of(result, ["cell"])
+    assert_frames_match(got, expected_windows(frame, ["cell"]), ["cell"])
+    assert result.counts["rejected"] == 2  # no start; ends before it starts
+
+
+@pytest.mark.parametrize("keys", [["cell_id"], ["cell", "band"]], ids=["integer", "composite"])
+def test_integer_and_composite_keys_with_nulls_give_the_oracles_windows(user_session, keys):
+    import spanning.spark
+
+    frame = calls().assign(cell_id=lambda f: f["cell"].map({"a": 1, "b": 2, "c": None, "d": 4}).astype("Int64"),
+                           band=lambda f: f.index.map(lambda i: None if i % 9 == 0 else f"b{i % 2}"))  # fmt: skip
+    df = typed(user_session, frame, "timestamp")
+    assert [f.dataType.simpleString() for f in df.schema if f.name in keys] == (["bigint"] if len(keys) == 1 else
+                                                                                ["string", "string"])  # fmt: skip
+    result = spanning.spark.aggregate(df, range=RANGE, slide=SLIDE, ttp=TTP, aggregates=AGGS,
+                                      key=keys if len(keys) > 1 else keys[0])  # fmt: skip
+    got = windows_of(result, keys)
+    expected = expected_windows(frame, keys)
+    assert list(got.columns[: len(keys)]) == keys
+    def text(value) -> str:  # keys as text: nulls sort beside values, and toPandas gives a nullable long as float
+        return "None" if pd.isna(value) else str(int(value)) if isinstance(value, float | int) else str(value)
+
+    for key in keys:
+        got[key], expected[key] = got[key].map(text), expected[key].map(text)
+    assert_frames_match(got, expected, keys)
+
+
+def test_a_plain_parquet_read_takes_the_read_side_path_and_a_filtered_one_the_general_path(user_session, tmp_path):
+    import spanning.spark
+
+    frame = calls().dropna(subset=["start"])
+    frame = frame[frame["end"] >= frame["start"]]
+    stamps = {c: pd.to_datetime(frame[c], unit="s", utc=True).astype("datetime64[us, UTC]") for c in ("start", "end")}
+    path = tmp_path / "calls.parquet"
+    frame.assign(**stamps, bytes=frame["bytes"].astype("Int64")).to_parquet(path, index=False, row_group_size=60)
+    plain = user_session.read.parquet(str(path))
+    results = {"plain": spanning.spark.aggregate(plain, range=RANGE, slide=SLIDE, ttp=TTP, aggregates=AGGS,
+                                                 key="cell", plan="vector"),
+               "filtered": spanning.spark.aggregate(plain.where("cell IS NOT NULL"), range=RANGE, slide=SLIDE,
+                                                    ttp=TTP, aggregates=AGGS, key="cell", plan="vector")}  # fmt: skip
+    assert results["plain"].plans[0]["reads_input"] and not results["filtered"].plans[0]["reads_input"]
+    for result in results.values():
+        assert_frames_match(windows_of(result, ["cell"]), expected_windows(frame, ["cell"]), ["cell"])
+        assert result.counts["read"] == len(frame)
+
+
+def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_batch_gets_the_same_rows(
+        user_session, tmp_path):  # fmt: skip
+    import spanning.spark
+
+    spark = user_session
+    frame = calls().dropna(subset=["start"])
+    stamps = {c: pd.to_datetime(frame[c], unit="s", utc=True).astype("datetime64[us, UTC]") for c in ("start", "end")}
+    frame = frame.assign(**stamps, bytes=frame["bytes"].astype("Int64")).sort_values("end", kind="stable")
+    landing, everything = tmp_path / "landing", tmp_path / "all"
+    landing.mkdir()
+    everything.mkdir()
+    half = len(frame) // 2
+    for i, part in enumerate((frame.iloc[:half], frame.iloc[half:])):
+        part.to_parquet(everything / f"part-{i}.parquet", index=False)
+    schema = spark.read.parquet(str(everything)).schema
+    query = {"range": "15m", "slide": "5m", "ttp": "30m", "aggregates": AGGS, "key": "cell"}
+
+    stream = spanning.spark.aggregate(spark.readStream.schema(schema).parquet(str(landing)), **query)
+    shutil.copy(everything / "part-0.parquet", landing)
+    first = stream.write_stream(str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), trigger="available-now")
+    first.awaitTermination()
+    shutil.copy(everything / "part-1.parquet", landing)
+    second = stream.write_stream(str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), trigger="available-now",
+                                 drain=True)  # fmt: skip
+    second.awaitTermination()
+    assert first.exception() is None and second.exception() is None
+    assert {n: spark.conf.get(n) for n in USER_SETTINGS} == USER_SETTINGS
+
+    batch = spanning.spark.aggregate(spark.read.parquet(str(everything)), series_start="first", **query)
+    expected = windows_of(batch, ["cell"])
+    streamed = pd.concat([read_output(p) for p in sorted((tmp_path / "out" / "windows").glob("batch=*"))])
+    assert len(expected) > 100
+    assert_frames_match(streamed, expected, ["cell"])
+    late = pd.concat([pd.read_parquet(p) for p in (tmp_path / "out" / "late").glob("batch=*")])
+    assert rows_by_id(late, "windows_missed") == rows_by_id(batch.late.toPandas(), "windows_missed")
+
+    received = {"windows": [], "late": [], "rejected": []}
+
+    def sink(windows, late, rejected, batch_id):
+        for name, rows in (("windows", windows), ("late", late), ("rejected", rejected)):
+            received[name].append(seconds_of(rows) if name == "windows" else rows.toPandas())
+
+    again = spanning.spark.aggregate(spark.readStream.schema(schema).parquet(str(everything)), **query)
+    done = again.foreach_batch(sink, checkpoint=str(tmp_path / "chk2"), trigger="available-now", drain=True)
+    done.awaitTermination()
+    assert done.exception() is None
+    got = pd.concat(received["windows"])
+    assert_frames_match(got, expected, ["cell"])
+    assert rows_by_id(pd.concat(received["late"]), "windows_missed") == rows_by_id(late, "windows_missed")
+
+
+def test_a_text_stream_without_kinds_from_and_a_spark_frame_given_to_the_pandas_entry_are_told_in_one_line(
+        user_session, tmp_path):  # fmt: skip
+    import spanning
+    import spanning.spark
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    text_frame(calls()).to_csv(folder / "a.csv", index=False)
+    stream = user_session.readStream.schema("call_id string, cell string, start string, end string, bytes string")
+    result = spanning.spark.aggregate(stream.option("header", True).csv(str(folder)), range=RANGE, slide=SLIDE)
+    with pytest.raises(UsageError, match="kinds_from="):
+        result.write_stream(str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), trigger="available-now")
+    with pytest.raises(UsageError, match="series_start='earliest' needs the whole input"):
+        spanning.spark.aggregate(stream.csv(str(folder)), range=RANGE, slide=SLIDE, series_start="earliest")
+    frame = user_session.range(3)
+    with pytest.raises(TypeError, match=r"spanning\.spark\.aggregate\(df"):
+        spanning.aggregate(frame, range=RANGE, slide=SLIDE)
+    with pytest.raises(UsageError, match="bad duration"):
+        spanning.spark.aggregate(frame, range="15 minutes", slide=SLIDE)
+    assert {n: user_session.conf.get(n) for n in USER_SETTINGS} == USER_SETTINGS
