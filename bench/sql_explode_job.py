@@ -40,10 +40,20 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true", help="group by cell only: the read and the write")
     parser.add_argument("--distinct", choices=sorted(DISTINCT_FORMS), help="count and distinct subscribers")
     parser.add_argument("--traffic", action="store_true", help="count, occupancy and Erlangs (clipped explode)")
+    parser.add_argument("--join-cells", type=int, default=0, metavar="N",
+                        help="read the calls joined with a table of N cells (ids 0..N-1) and filtered on it")
+    parser.add_argument("--partitions", type=int, help="spark.sql.shuffle.partitions (default: Spark's)")
     args = parser.parse_args()
-    spark = SparkSession.builder.appName("explode").config("spark.ui.enabled", "false").getOrCreate()
+    builder = SparkSession.builder.appName("explode").config("spark.ui.enabled", "false")
+    if args.partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(args.partitions))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    spark.read.parquet(args.input).createOrReplaceTempView("cdr")
+    calls = spark.read.parquet(args.input)
+    if args.join_cells:  # not a plain scan: each call joined with a table of cells (bench/bench_spark_api.py)
+        calls = calls.join(spark.range(args.join_cells).selectExpr("id AS cell", "id % 7 AS region"), "cell")
+        calls = calls.where("region >= 0").drop("region")
+    calls.createOrReplaceTempView("cdr")
     w, s = args.range, args.slide
     longest = ", max(duration) AS max_duration" if args.max else ""
     aggregates, columns = "count(*) AS count, sum(bytes) AS sum_bytes", "bytes, duration"

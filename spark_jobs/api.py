@@ -319,8 +319,9 @@ class StreamResult:
         renames = self._renames
 
         def sink(tables: dict, batch: DataFrame, batch_id: int) -> None:
-            session = batch.sparkSession
-            frames = [session.createDataFrame(_renamed(tables[kind], renames if kind == "windows" else {}))
+            # in the caller's session: createDataFrame makes its session the active one, and the batch's is the
+            # query's copy (a later SparkSession.getActiveSession() would find that, with the query's settings)
+            frames = [self._spark.createDataFrame(_renamed(tables[kind], renames if kind == "windows" else {}))
                       for kind in ("windows", "late", "rejected")]  # fmt: skip
             fn(*frames, batch_id)
 

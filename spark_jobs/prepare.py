@@ -59,12 +59,11 @@ def read_input(spark: SparkSession, inputs: Inputs) -> DataFrame:
     reader = spark.read
     if inputs.format == "csv" and inputs.columns is not None:  # local files: the local engine's reader, in the tasks
         return _csv_records(spark, inputs)
-    if inputs.format == "csv":  # RFC 4180: quoted fields may hold line breaks and doubled quotes
-        reader = reader.options(header=True, multiLine=True, escape='"', sep=inputs.delimiter, mode="PERMISSIVE",
-                                encoding="UTF-8")  # fmt: skip
-        columns = inputs.columns or [c.strip() for c in reader.csv(files).columns]
-        schema = T.StructType([T.StructField(name, T.StringType(), True) for name in columns])
-        return reader.schema(schema).csv(files)
+    if inputs.format == "csv":  # remote files: Spark lists them and reads their bytes, the tasks parse them with
+        # the local engine's reader (rows, reasons and lines as for local files; Spark's own CSV reader would drop
+        # a record's extra fields without a word)
+        sources = reader.format("binaryFile").load(files)
+        return csv_file_records(sources, remote_csv_header(spark, files, inputs.delimiter), inputs.delimiter)
     if inputs.format == "parquet":
         schema = parquet_footer_schema(inputs)  # Spark's own inference is a job over a footer: 0.3-0.5 s cold
         return (reader if schema is None else reader.schema(schema)).parquet(*files)
@@ -81,6 +80,21 @@ def _csv_records(spark: SparkSession, inputs: Inputs) -> DataFrame:
         F.element_at(paths, F.col("id").cast("int") + 1).alias("path"), F.lit(None).cast("binary").alias("content")
     )
     return csv_file_records(sources, list(inputs.columns), inputs.delimiter)
+
+
+def remote_csv_header(spark: SparkSession, files: list[str], delimiter: str) -> list[str]:
+    """The header of remote CSV files (the first line of the first file Spark lists), as ``input_files`` reads a
+    local file's: names stripped of spaces (and of a byte order mark)."""
+    import csv
+
+    first = spark.read.format("binaryFile").load(files).select("path").orderBy("path").first()
+    if first is None:
+        raise UsageError(f"no input file found at {', '.join(files)}")
+    line = spark.read.option("lineSep", "\n").text(first["path"]).first()
+    names = next(csv.reader([line[0].lstrip("\ufeff").rstrip("\r")], delimiter=delimiter), []) if line else []
+    if not names or not any(n.strip() for n in names):
+        raise UsageError(f"{first['path']} has no header line: CSV inputs start with their column names")
+    return [n.strip() for n in names]
 
 
 def csv_file_records(sources: DataFrame, names: list[str], delimiter: str) -> DataFrame:

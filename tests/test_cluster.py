@@ -54,6 +54,16 @@ def where(_):  # on an executor: its Python, and where the engine and sortedcont
 from pyspark.sql import SparkSession
 
 spark = SparkSession.getActiveSession()
+api = json.loads(sys.argv[6])  # spanning.spark.aggregate on the same session: a plain Parquet read and a filtered one
+import spanning.spark
+
+query = {"range": "15m", "slide": "5m", "ttp": "30m", "key": "cell", "aggregates": api["aggregates"]}
+plain = spark.read.parquet(api["parquet"])
+report["api"] = []
+for name, frame, plan in (("plain", plain, "vector"), ("frame", plain.where("true"), "python")):
+    result = spanning.spark.aggregate(frame, plan=plan, **query)
+    result.windows.write.parquet(api["out"] + "/" + name)
+    report["api"].append([result.plans[0], result.counts])
 report["executor"] = spark.sparkContext.parallelize([0], 1).map(where).collect()[0]
 runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()  # the driver's JVM, as launched
 report["driver_jvm"] = list(runtime.getInputArguments())
@@ -136,8 +146,9 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     driver_only = tmp_path / "driver-only"
     driver_only.mkdir()
     (driver_only / f"{BROKEN}.py").write_text("def user_errors(error, columns):\n    return error\n")
+    api = {"parquet": str(parquet), "aggregates": AGGS[:4], "out": str(tmp_path / "api")}
     args = [sys.executable, "-c", RUNNER, json.dumps(argvs), json.dumps(broken), json.dumps(probes), str(driver_only),
-            BROKEN]  # fmt: skip
+            BROKEN, json.dumps(api)]  # fmt: skip
     done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -177,6 +188,16 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     for part in ("late", "rejected"):
         assert sorted(pd.read_parquet(tmp_path / "parquet" / part)["call_id"]) == sorted(
             pd.read_parquet(tmp_path / "parquet-local" / part)["call_id"]), part
+
+    (plain_plan, plain_counts), (frame_plan, frame_counts) = report["api"]  # the call, on the bare executors
+    assert plain_plan["plan"] == "vector" and plain_plan["reads_input"], plain_plan
+    assert frame_plan["plan"] == "python" and not frame_plan["reads_input"], frame_plan
+    assert plain_counts == {k: summary[k] for k in ("rejected", "late")} | {"read": summary["rows_read"],
+                                                                            "accepted": summary["accepted"]}
+    assert frame_counts == plain_counts  # the filter keeps every row
+    for name in ("plain", "frame"):
+        got = read_output(tmp_path / "api" / name)
+        assert_frames_match(got, read_output(tmp_path / "parquet-local" / "windows")[list(got.columns)], ["cell"])
 
     first = ["run", str(arriving), *query[1:], "--engine", "local", "--series-start", "first", "--output",
              str(tmp_path / "first")]  # fmt: skip

@@ -113,6 +113,7 @@ class Blocker:  # as if those packages were not installed
 
 sys.meta_path.insert(0, Blocker())
 import spanning
+import spanning.spark  # the PySpark facade imports no Spark until it is called
 
 engine = spanning.Engine(spanning.WindowSpec(15, 5, ttp=20), {"n": "count"})
 engine.insert(16, 34)

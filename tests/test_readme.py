@@ -86,3 +86,37 @@ def test_gitignore_covers_what_the_commands_write():
                "output/main-job/summary.json", "out/stream/windows/batch=0/x.parquet"]  # fmt: skip
     result = subprocess.run(["git", "check-ignore", *written], cwd=ROOT, capture_output=True, text=True)
     assert sorted(result.stdout.split()) == sorted(written)
+
+
+def test_readme_pyspark_runs_on_the_session_and_counts_as_the_command(spark, tmp_path):
+    """README's PySpark blocks (```py: the ``pyspark`` shell's ``spark`` in scope) run as written; the batch call
+    counts what ``spanning run`` counts over the same file, and prints what README's comment says."""
+    import ast
+
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```py\n(.*?)```", readme, flags=re.S)
+    assert len(blocks) == 2, "README's PySpark blocks: a batch call and a stream"
+    namespace: dict = {"spark": spark}
+    printed = io.StringIO()
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(printed):
+            for block in blocks:
+                exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+    finally:
+        os.chdir(here)
+    counts = namespace["result"].counts
+    said = re.search(r"print\(result\.counts\)\s*# (\{.*\})", blocks[0])
+    assert said and ast.literal_eval(said.group(1)) == counts  # README's comment says what it prints
+    out = tmp_path / "out"
+    args = ["run", str(ROOT / "data/sample_cdr.csv"), "--range", "15m", "--slide", "5m", "--ttp", "2h",
+            "--start", "start", "--end", "end", "--key", "cell", "--agg", "count", "--agg", "sum:bytes",
+            "--agg", "max:duration", "--engine", "local", "--output", str(out)]  # fmt: skip
+    assert main(args) == 0
+    summary = __import__("json").loads((out / "summary.json").read_text())
+    assert counts == {"read": summary["rows_read"], "accepted": summary["accepted"], "rejected": summary["rejected"],
+                      "late": summary["late"]}  # fmt: skip
+    lines = printed.getvalue().splitlines()
+    batches = [line for line in lines if re.fullmatch(r"\d+ \d+ \d+ \d+", line)]
+    assert batches and sum(int(line.split()[1]) for line in batches) > 1000, lines[-5:]  # the drained stream's windows

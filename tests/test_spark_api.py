@@ -288,6 +288,9 @@ def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_
     done = again.foreach_batch(sink, checkpoint=str(tmp_path / "chk2"), trigger="available-now", drain=True)
     done.awaitTermination()
     assert done.exception() is None
+    from pyspark.sql import SparkSession
+
+    assert SparkSession.getActiveSession()._jsparkSession.equals(spark._jsparkSession)  # not the query's copy
     got = pd.concat(received["windows"])
     assert_frames_match(got, expected, ["cell"])
     assert rows_by_id(pd.concat(received["late"]), "windows_missed") == rows_by_id(late, "windows_missed")
@@ -313,3 +316,28 @@ def test_a_text_stream_without_kinds_from_and_a_spark_frame_given_to_the_pandas_
     with pytest.raises(UsageError, match="bad duration"):
         spanning.spark.aggregate(frame, range="15 minutes", slide=SLIDE)
     assert {n: user_session.conf.get(n) for n in USER_SETTINGS} == USER_SETTINGS
+
+
+def test_remote_csv_files_go_through_the_shared_reader_and_reject_what_the_local_engine_rejects(spark, tmp_path):
+    """A ``file://`` URI is a remote path to ``spanning run`` (Spark lists and reads it): its records are parsed by
+    the local engine's CSV reader in the tasks, so a record with an extra field is rejected with the same reason
+    and line, not cut short as Spark's own CSV reader would."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    lines = (Path(__file__).resolve().parent.parent / "data" / "sample_cdr.csv").read_text().splitlines()[:300]
+    lines.append("999,1,cell-1,voice,2024-03-04 10:00:00,2024-03-04 10:01:00,60,100,EXTRA")  # one field too many
+    lines.append('998,1,cell-1,voice,"2024-03-04 10:00:00",2024-03-04 10:02:00,"1\n2",100')  # a line break in a field
+    (folder / "calls.csv").write_text("\n".join(lines) + "\n")
+    outputs = {}
+    for engine, source in (("local", str(folder / "calls.csv")), ("spark", (folder / "calls.csv").as_uri())):
+        out = tmp_path / engine
+        assert main(["run", source, "--range", "15m", "--slide", "5m", "--start", "start", "--end", "end", "--key",
+                     "cell", "--agg", "count", "--agg", "sum:duration", "--engine", engine, "--master", "local[2]",
+                     "--output", str(out)]) == 0  # fmt: skip
+        outputs[engine] = {part: pd.read_parquet(out / part) for part in ("windows", "rejected", "late")}
+    local, remote = outputs["local"], outputs["spark"]
+    assert rows_by_id(remote["rejected"], "reason") == rows_by_id(local["rejected"], "reason")
+    assert {998, 999} <= set(remote["rejected"]["call_id"])  # integer ids, as the CSV typing makes them
+    assert_frames_match(read_output(tmp_path / "spark" / "windows"), read_output(tmp_path / "local" / "windows"),
+                        ["cell"])  # fmt: skip
+    assert sorted(remote["late"]["call_id"]) == sorted(local["late"]["call_id"])
