@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -40,7 +42,7 @@ from spanning.app.jobspec import (
 )
 from spanning.app.stream_command import StreamOptions, stream_output
 from spanning.engines.params import Execution
-from spark_jobs.prepare import REASON, KindCounts, parquet_footer_schema
+from spark_jobs.prepare import REASON, KindCounts, parquet_footer_schema, quoted
 from spark_jobs.run import Computed, compute
 from spark_jobs.session import ship_engine
 
@@ -48,8 +50,9 @@ __all__ = ["BatchResult", "StreamResult", "aggregate"]
 
 DATAFRAME_INPUT = "<DataFrame>"  # the inputs of a RunConfig made for a DataFrame: no file is read by name
 ZONE, ANSI, PARTITIONS = "spark.sql.session.timeZone", "spark.sql.ansi.enabled", "spark.sql.shuffle.partitions"
+PARQUET_FORMAT = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
 log = logging.getLogger("spanning")
-_shipped: set[int] = set()  # the SparkContexts (by id of their JVM object) that have the engine's zip
+_shipped: set[str] = set()  # the Spark applications (by id) whose executors have the engine's zip
 
 
 def aggregate(
@@ -60,7 +63,7 @@ def aggregate(
     ttp: int | str = 0,
     aggregates: Mapping[str, str] | Sequence[str] | None = None,
     start: str = "start",
-    end: str | None = "end",
+    end: str | None = None,  # "end" unless duration= or point_events=True
     duration: str | None = None,
     key: str | Sequence[str] | None = None,
     offset: int | str = 0,
@@ -101,10 +104,26 @@ def aggregate(
     Bad parameters raise ``UsageError`` (a ``ValueError``) with the command's message.
     """
     if not isinstance(df, DataFrame) or not hasattr(df, "_jdf"):
+        hint = ("call .to_spark() on a pandas-on-Spark frame" if type(df).__module__.startswith("pyspark.pandas")
+                else "for pandas or Arrow use spanning.aggregate")  # fmt: skip
         raise UsageError(f"spanning.spark.aggregate takes a PySpark DataFrame of a classic session, got"
-                         f" {type(df).__module__}.{type(df).__name__} (Spark Connect is not supported; for pandas"
-                         " or Arrow use spanning.aggregate)")  # fmt: skip
-    spark = spark or df.sparkSession
+                         f" {type(df).__module__}.{type(df).__name__} (Spark Connect is not supported; {hint})")
+    if spark is not None and not spark._jsparkSession.equals(df.sparkSession._jsparkSession):
+        raise UsageError("spark= is another session than the DataFrame's: leave it out (the DataFrame's is used)")
+    spark = df.sparkSession
+    keys = [] if key is None else list(key) if isinstance(key, list | tuple) else [key]
+    texts = [("start", start), ("end", end), ("duration", duration), *[("key", k) for k in keys]]
+    wrong = [(name, value) for name, value in texts if value is not None and not isinstance(value, str)]
+    if wrong:
+        name, value = wrong[0]
+        raise UsageError(f"{name}= takes a column name or a Spark SQL expression as text, not {type(value).__name__}"
+                         " (add a computed column with df.withColumn and give its name)")  # fmt: skip
+    if duration is not None and end is not None:
+        raise UsageError("give end= or duration=, not both")
+    if point_events and (end is not None or duration is not None):
+        raise UsageError("point_events=True uses start= only: leave out end= and duration=")
+    if end is None and duration is None and not point_events:
+        end = "end"
     streaming = df.isStreaming
     if series_start is None:
         series_start = "first" if streaming else "earliest"
@@ -112,10 +131,9 @@ def aggregate(
         raise UsageError("series_start='earliest' needs the whole input: a stream starts each key's series at its"
                          " first arriving event ('first', the default) or at a time you give")  # fmt: skip
     specs, names = _aggregate_specs(aggregates)
-    keys = [] if key is None else [key] if isinstance(key, str) else list(key)
-    zone = timezone or spark.conf.get(ZONE)
-    events = EventFields(start, None if duration is not None or point_events else end, duration, keys, point_events,
-                         time_unit, zone)  # fmt: skip
+    events = EventFields(start, end, duration, keys, point_events, time_unit, timezone or "UTC")
+    if timezone is None:  # the session's zone, whatever Spark accepts ("Z", "CET", "Etc/GMT+5"): Spark reads the times
+        events.timezone = spark.conf.get(ZONE)
     query = WindowQuery(parse_duration(range, time_unit), parse_duration(slide, time_unit),
                         parse_duration(ttp, time_unit), specs, parse_duration(offset, time_unit),
                         series_start=series_start, empty_windows=empty_windows)  # fmt: skip
@@ -141,18 +159,30 @@ def _aggregate_specs(aggregates: Mapping[str, str] | Sequence[str] | None) -> tu
     if wrong:
         raise UsageError(f"spanning.spark.aggregate takes the command's aggregate forms as text (such as 'count' or"
                          f" 'sum:bytes'), not {wrong[0]!r}: objects and user aggregates are spanning.aggregate's")
-    taken = [name for name in renames.values() if name in ("window_start", "window_end")]
+    names = [name.lower() for name in renames.values()]
+    taken = [name for name in renames.values() if name.lower() in ("window_start", "window_end", "window")]
     if taken:
-        raise UsageError(f"the output name {taken[0]!r} is a window bound's: give the aggregate another name")
-    return specs, {command: name for command, name in renames.items() if command != name}
+        raise UsageError(f"the output name {taken[0]!r} is a window column's: give the aggregate another name")
+    if len(set(names)) != len(names) or len(renames) != len(specs):
+        raise UsageError("two aggregates have the same output name, or the same form twice: give each its own")
+    return specs, renames
+
+
+_settings_lock = threading.RLock()  # two calls in threads of one process: one changes settings at a time
 
 
 @contextlib.contextmanager
 def job_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
     """``settings`` in the session while the block builds (analyses) the job's DataFrames or starts its query, then
     the session's own values again: Spark fixes ANSI mode and the time zone in an analysed plan, and a query
-    copies the session's settings when it starts."""
+    copies the session's settings when it starts. (A query of another thread that is analysed during the block
+    sees them too: the session's settings are the session's, not a thread's.)"""
     conf = spark.conf
+    with _settings_lock:
+        yield from _with_settings(conf, settings)
+
+
+def _with_settings(conf: Any, settings: Mapping[str, str]) -> Iterator[None]:
     before = {name: conf.get(name, None) for name in settings}
     try:
         for name, value in settings.items():
@@ -168,7 +198,7 @@ def job_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[N
 
 def _ship_engine(spark: SparkSession) -> None:
     """The engine's zip on the session's executors, once per SparkContext (``session.ship_engine``)."""
-    context = id(spark.sparkContext._jsc)
+    context = spark.sparkContext.applicationId
     if context not in _shipped:
         ship_engine(spark)
         _shipped.add(context)
@@ -186,7 +216,8 @@ def plain_parquet_files(df: DataFrame) -> Any:
         if plan.getClass().getSimpleName() != "LogicalRelation":
             return None
         relation = plan.relation()
-        if relation.getClass().getSimpleName() != "HadoopFsRelation" or str(relation.fileFormat()) != "Parquet":
+        if relation.getClass().getSimpleName() != "HadoopFsRelation" or (
+                relation.fileFormat().getClass().getName() != PARQUET_FORMAT):  # not a subclass (Delta's, say)
             return None
         if relation.partitionSchema().length() != 0:
             return None
@@ -228,9 +259,31 @@ class BatchResult:
 
     def __init__(self, job: Computed, renames: dict[str, str]) -> None:
         self._job = job
-        self.windows = job.windows.withColumnsRenamed(renames) if renames else job.windows
-        self.late, self.rejected = job.late, job.rejected
+        windows = job.windows
+        if renames:  # the caller's names for the aggregates, all at once (a name may be another's command name)
+            others = {c.lower() for c in windows.columns if c not in renames}
+            clash = [name for name in renames.values() if name.lower() in others]
+            if clash:
+                raise UsageError(f"the output name {clash[0]!r} is a key column's: give the aggregate another name")
+            windows = windows.select(*[quoted(c).alias(renames.get(c, c)) for c in windows.columns])
+        self.windows = windows
         self._counts: dict[str, int] | None = None
+        if job.persisted:  # the job's cache goes with the result (or sooner, with unpersist())
+            weakref.finalize(self, _unpersist, job.persisted)
+
+    @property
+    def late(self) -> DataFrame:
+        """The late events. When the windows' pass has run and counted none, a frame with no rows and no pass."""
+        return self._none_if_counted("late", self._job.late)
+
+    @property
+    def rejected(self) -> DataFrame:
+        """The rejected rows. When the windows' pass has run and counted none, a frame with no rows and no pass."""
+        return self._none_if_counted("rejected", self._job.rejected)
+
+    def _none_if_counted(self, name: str, frame: DataFrame) -> DataFrame:
+        observed = self._observed()
+        return frame.limit(0) if observed is not None and observed.get(name) == 0 else frame  # Spark reads nothing
 
     @property
     def plans(self) -> list[dict]:
@@ -271,9 +324,9 @@ class BatchResult:
         return {"read": row["read"], "rejected": row["rejected"]}
 
     def unpersist(self) -> None:
-        """Drop what the job cached for its passes (a DataFrame whose rows must keep their arrival numbers)."""
-        for frame in self._job.persisted:
-            frame.unpersist()
+        """Drop what the job cached for its passes (the Python plan's rows, whose arrival numbers its late rows are
+        joined back by); done anyway when the result is garbage-collected."""
+        _unpersist(self._job.persisted)
 
     def __repr__(self) -> str:
         return f"BatchResult(plan={self.plan!r}, windows={self.windows.columns})"
@@ -330,6 +383,10 @@ class StreamResult:
     def _options(self, checkpoint: str, trigger: str | None, drain: bool, idle_flush: Any, max_disorder: Any,
                  buckets: int) -> StreamOptions:  # fmt: skip
         unit = self._cfg.events.time_unit
+        if "://" in str(checkpoint) and not str(checkpoint).startswith("file:"):
+            raise UsageError(f"checkpoint={checkpoint!r}: give a folder of the driver's file system (the stream keeps"
+                             " its control files and column kinds there with Spark's offsets and state)")  # fmt: skip
+        checkpoint = str(checkpoint).removeprefix("file://")
         trigger = "0 seconds" if trigger is None else str(trigger).strip()
         if drain and trigger != "available-now":
             raise UsageError("drain=True ends an available-now stream: give trigger='available-now'")
@@ -360,12 +417,12 @@ class StreamResult:
         spark, cfg = self._spark, self._cfg
         _ship_engine(spark)
         state = Path(options.checkpoint) / "spanning"
-        check_checkpoint(state, job_record(cfg, options, self._df.schema, "dataframe"))
         kinds = KindCounts(self._kinds_rows, saved_kinds(options))
         settings = {ZONE: cfg.events.timezone, ANSI: "false",
                     PARTITIONS: str(partitions or spark.sparkContext.defaultParallelism)}  # fmt: skip
         with job_settings(spark, settings):
             job = stateful_rows(spark, self._df, cfg, options, kinds)
+            check_checkpoint(state, job_record(cfg, options, self._df.schema, "dataframe"))  # the query built: good
             writer = make_writer(job)
             idle = IdleFlush(job, writer)
 
@@ -376,9 +433,11 @@ class StreamResult:
             query = start_query(job, each_batch)
         if not options.final_flush:
             return query
-        query.awaitTermination()
-        if query.exception() is not None:
-            raise query.exception()
+        try:
+            query.awaitTermination()  # raises the query's failure
+        except KeyboardInterrupt:
+            query.stop()
+            raise
         with job_settings(spark, settings):
             return start_query(job, each_batch, flush=True)
 
@@ -391,6 +450,14 @@ class StreamResult:
         if self._kinds_from.isStreaming:
             raise UsageError("kinds_from must be a batch DataFrame (spark.read...), not a stream")
         return self._kinds_from
+
+
+def _unpersist(frames: tuple) -> None:
+    for frame in frames:
+        try:
+            frame.unpersist()
+        except Exception:  # noqa: BLE001 - the session is gone: so is its cache
+            pass
 
 
 def _renamed(table: Any, renames: dict[str, str]) -> Any:

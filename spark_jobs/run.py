@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
@@ -128,7 +129,7 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
         # not give its rows the same numbers twice, so its prepared rows are cached for the job's passes
         prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(prepared.rows)
-    counts = Observation("read")
+    counts = Observation(f"spanning-counts-{uuid.uuid4().hex[:12]}")  # one name per job: two jobs' frames may meet
     counted_by_windows = len(specs) == 1  # an observation may appear once in a query: one spec, one pass
     observe = counts if counted_by_windows else None
     late = late_flag(specs[0], str(query.series_start)) if counted_by_windows and choices[0].plan != "python" else None

@@ -111,8 +111,12 @@ def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt
         "aggregates": query.aggregates, "series_start": query.series_start, "keys": events.keys,
         "start": events.start, "end": events.end, "duration": events.duration, "point_events": events.point_events,
         "time_unit": events.time_unit, "buckets": options.buckets, "format": fmt, "schema": schema.json(),
-        "processor": PROCESSOR, "operator": OPERATOR,
+        "processor": PROCESSOR, "operator": OPERATOR, "timezone": events.timezone,
     }  # fmt: skip
+
+
+#: job.json's entries that checkpoints made before them lack: compared only where a checkpoint has them
+LATER_ENTRIES = ("timezone",)
 
 
 def check_checkpoint(folder: Path, record: dict) -> None:
@@ -134,7 +138,8 @@ def check_checkpoint(folder: Path, record: dict) -> None:
                 " longer has (one processor since 2026-11-26, docs/STREAMING.md): its open windows are Parquet under"
                 f" {folder / 'state'}; give a new --checkpoint (and --output) to go on with the one processor"
             )
-        changed = [name for name in record if name != "schema" and saved.get(name) != record[name]]
+        changed = [name for name in record if name != "schema" and (name in saved or name not in LATER_ENTRIES)
+                   and saved.get(name) != record[name]]  # fmt: skip
         if changed:
             details = ", ".join(f"{name} {saved.get(name)!r} -> {record[name]!r}" for name in changed)
             raise UsageError(
@@ -210,7 +215,6 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     else:
         there, fmt = files_there(spark, cfg)
         schema = there.schema
-    check_checkpoint(state, job_record(cfg, options, schema, fmt))
     # the column kinds: counted once over the files there at the start, then kept with the checkpoint
     kinds = KindCounts(lambda: there if there is not None else files_there(spark, cfg, fmt)[0], saved_kinds(options),
                        local_parquet_text(cfg, fmt))  # fmt: skip
@@ -225,7 +229,9 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
         stream = reader.parquet(str(folder))
     else:
         stream = reader.json(str(folder))
-    return stateful_rows(spark, stream, cfg, options, kinds, csv=fmt == "csv")
+    job = stateful_rows(spark, stream, cfg, options, kinds, csv=fmt == "csv")
+    check_checkpoint(state, job_record(cfg, options, schema, fmt))  # once the query is known good (a mistyped
+    return job  # column recorded would refuse the corrected restart)
 
 
 def saved_kinds(options: StreamOptions) -> dict | None:

@@ -23,6 +23,8 @@ from tests.test_spark_job import assert_frames_match, read_output
 ZONE = "America/New_York"
 USER_SETTINGS = {"spark.sql.session.timeZone": ZONE, "spark.sql.ansi.enabled": "true",
                  "spark.sql.shuffle.partitions": "7"}  # fmt: skip
+ARROW = ("spark.sql.execution.arrow.pyspark.enabled", "spark.sql.execution.arrow.maxRecordsPerBatch",
+         "spark.sql.parquet.outputTimestampType")  # the session's own values, whatever they are
 RANGE, SLIDE, TTP = 900, 300, 1800
 AGGS = {"n": "count", "bytes": "sum:bytes", "longest": "max:bytes"}
 CELLS = ["a", "b", "c", "d"]
@@ -67,7 +69,8 @@ def text_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for col in ("start", "end"):
         out[col] = frame[col].map(as_text)
     out["bytes"] = frame["bytes"].map(lambda v: None if pd.isna(v) else str(int(v)))
-    out.loc[5, "bytes"] = "n/a"  # not a number: rejected, naming bytes
+    out.loc[5, "bytes"] = "n/a"  # not a number: rejected, naming bytes (ANSI on would fail the query instead)
+    out.loc[7, "start"] = "2024-06-31 25:61:00"  # no such time: rejected, naming start
     return out
 
 
@@ -138,26 +141,29 @@ def test_a_table_and_a_joined_filtered_frame_give_the_oracles_windows_and_the_co
         "table": (spark.table("cdr"), frame, source),
         "join": (spark.table("cdr").join(cells, "cell").where("region <> 'east'").drop("region"), kept, kept_source),
     }
+    arrow = {n: spark.conf.get(n) for n in ARROW}
     for name, (df, rows, same_rows) in inputs.items():
         result = spanning.spark.aggregate(df, range=RANGE, slide=SLIDE, ttp="30m", aggregates=AGGS, start="start",
                                           end="end", key="cell")  # fmt: skip
-        assert {n: spark.conf.get(n) for n in USER_SETTINGS} == USER_SETTINGS, name  # as the user set them
         got = windows_of(result, ["cell"])
+        late, rejected, counts = result.late.toPandas(), result.rejected.toPandas(), result.counts
+        # after the call and its actions, before the command (which sets its own zone on the active session) runs
+        assert {n: spark.conf.get(n) for n in USER_SETTINGS} == USER_SETTINGS, name
+        assert {n: spark.conf.get(n) for n in ARROW} == arrow, name
         assert list(got.columns) == ["cell", "window_start", "window_end", "n", "bytes", "longest"]
-        assert_frames_match(got, expected_windows(rows.drop(index=[5], errors="ignore"), ["cell"]), ["cell"])
+        usable = rows.drop(index=[5, 7], errors="ignore")  # the text frame's bad bytes and bad start
+        assert_frames_match(got, expected_windows(usable, ["cell"]), ["cell"])
 
         command = run_command(tmp_path, same_rows, name)
-        late, rejected = result.late.toPandas(), result.rejected.toPandas()
         their_late, their_rejected = pd.read_parquet(command / "late"), pd.read_parquet(command / "rejected")
-        unusable = len({3, 5, 11} & set(rows.index))  # end before start, bytes n/a, no start
+        unusable = len({3, 5, 7, 11} & set(rows.index))  # end before start, bytes n/a, no such time, no start
         assert len(late) > 0 and len(rejected) == unusable > 0, (name, len(late), len(rejected))
         assert rows_by_id(late, "windows_missed") == rows_by_id(their_late, "windows_missed"), name
         assert rows_by_id(rejected, "reason") == rows_by_id(their_rejected, "reason"), name
         assert sorted(rejected.columns) == sorted(their_rejected.columns), name  # a join puts its key first
-        counts = result.counts
         assert counts == {"read": len(rows), "accepted": len(rows) - unusable, "rejected": unusable,
                           "late": len(late)}, name  # fmt: skip
-        assert result.plan in ("explode", "range", "dyadic", "vector", "python") and result.plans[0]["reason"]
+        assert result.plans[0]["plan"] == result.plan and result.plans[0]["reason"]
         for setting, value in USER_SETTINGS.items():  # the command's run took the active session, and gave it back
             spark.conf.set(setting, value)
 
@@ -263,6 +269,7 @@ def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_
     shutil.copy(everything / "part-0.parquet", landing)
     first = stream.write_stream(str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), trigger="available-now")
     first.awaitTermination()
+    assert len(read_output(tmp_path / "out" / "windows" / "batch=0")) > 0  # round 1 released windows already
     shutil.copy(everything / "part-1.parquet", landing)
     second = stream.write_stream(str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), trigger="available-now",
                                  drain=True)  # fmt: skip
@@ -277,6 +284,9 @@ def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_
     assert_frames_match(streamed, expected, ["cell"])
     late = pd.concat([pd.read_parquet(p) for p in (tmp_path / "out" / "late").glob("batch=*")])
     assert rows_by_id(late, "windows_missed") == rows_by_id(batch.late.toPandas(), "windows_missed")
+    rejected = pd.concat([pd.read_parquet(p) for p in (tmp_path / "out" / "rejected").glob("batch=*")])
+    assert rows_by_id(rejected, "reason") == rows_by_id(batch.rejected.toPandas(), "reason") == {
+        "c003": "end is before start"}  # fmt: skip
 
     received = {"windows": [], "late": [], "rejected": []}
 
@@ -294,6 +304,7 @@ def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_
     got = pd.concat(received["windows"])
     assert_frames_match(got, expected, ["cell"])
     assert rows_by_id(pd.concat(received["late"]), "windows_missed") == rows_by_id(late, "windows_missed")
+    assert rows_by_id(pd.concat(received["rejected"]), "reason") == rows_by_id(rejected, "reason")
 
 
 def test_a_text_stream_without_kinds_from_and_a_spark_frame_given_to_the_pandas_entry_are_told_in_one_line(
@@ -341,3 +352,32 @@ def test_remote_csv_files_go_through_the_shared_reader_and_reject_what_the_local
     assert_frames_match(read_output(tmp_path / "spark" / "windows"), read_output(tmp_path / "local" / "windows"),
                         ["cell"])  # fmt: skip
     assert sorted(remote["late"]["call_id"]) == sorted(local["late"]["call_id"])
+
+
+def test_duration_and_a_key_expression_work_and_mistakes_are_told_in_one_line(user_session):
+    from pyspark.sql import functions as F
+
+    import spanning.spark
+
+    frame = calls()
+    df = typed(user_session, frame, "chronons").withColumn("length", F.col("end") - F.col("start")).drop("end")
+    result = spanning.spark.aggregate(df, range=RANGE, slide=SLIDE, ttp=TTP, aggregates=AGGS, duration="length",
+                                      key="upper(cell) AS cell_up")  # fmt: skip
+    expected = expected_windows(frame, ["cell"]).rename(columns={"cell": "cell_up"})
+    expected["cell_up"] = expected["cell_up"].str.upper()
+    assert_frames_match(windows_of(result, ["cell_up"]), expected, ["cell_up"])
+    assert result.counts["rejected"] == 2
+
+    query = {"range": RANGE, "slide": SLIDE, "key": "cell"}
+    mistakes = [
+        ({"aggregates": {"cell": "count"}}, "is a key column's"),
+        ({"aggregates": {"a": "count", "b": "count"}}, "the same output name"),
+        ({"aggregates": {"window_start": "count"}}, "a window column's"),
+        ({"duration": "length", "end": "end"}, "not both"),
+        ({"key": F.col("cell")}, "key= takes a column name or a Spark SQL expression as text"),
+        ({"spark": user_session.newSession()}, "another session"),
+        ({"timezone": "Mars/Olympus"}, "unknown --timezone"),
+    ]
+    for extra, message in mistakes:
+        with pytest.raises(UsageError, match=message):
+            spanning.spark.aggregate(typed(user_session, frame, "chronons"), **{**query, **extra})
