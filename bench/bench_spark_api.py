@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-
 from bench_spark_job import process_env, ratio_spread, spread, timed_command
+
 from spark_jobs.peers import integer_cdr_file
 
 HERE = Path(__file__).resolve().parent
