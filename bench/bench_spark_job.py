@@ -6,9 +6,11 @@
     python bench/bench_spark_job.py                              # one Spark session, job and SQL interleaved
 
 With ``--processes`` (how a user times it) each round starts ``spanning run``, the hand-written script
-(``bench/sql_explode_job.py``) and, with ``--floor``, the floor (the same read grouped by cell only, no
-windows) as separate processes, interleaved, on the same Parquet file; neither stops Spark, both run with the
-class archive off (``--archive off``, the default) or both with it. Data: integer-keyed CDRs (``--data int``,
+(``bench/sql_explode_job.py``) and, with ``--floor``, the floor (the same read, times included, grouped by cell
+only, no windows) as separate processes, interleaved with the order turning each round, on the same Parquet file;
+each stops Spark before it exits and runs with spanning run's settings (ANSI off, two shuffle partitions per
+core), all with the class archive off (``--archive off``, the default) or all with it.
+Data: integer-keyed CDRs (``--data int``,
 ``spark_jobs.peers.integer_cdr_file``: 1% sessions of 0.5-4 h, calls of about a minute, in end order, 1M-row
 groups) whose cells are ``--keys``: ``hot`` (60 hours, 200 cells, one with 38% of the calls), ``none`` (the same
 file, no key: the network's total), ``uniform`` (60 hours, 10,000 even cells) or ``zipf`` (7 days, 200 Zipf
@@ -134,8 +136,9 @@ def ratio_spread(ours: list[float], theirs: list[float]) -> str:
 
 def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: list[str], shapes: list,
               agg_sets: dict, floor: bool, plan: str = "auto") -> None:  # fmt: skip
-    """Whole processes, interleaved (run, script, floor, run, script, floor, ...): ``spanning run`` against the
-    standalone SQL script, each with the driver's class archive (``archive``) or both without it."""
+    """Whole processes, interleaved, the order turning each round (run, script, floor; script, floor, run; ...):
+    ``spanning run`` against the standalone SQL script, each with the driver's class archive (``archive``) or both
+    without it; the first round's windows compared."""
     out = Path(tempfile.mkdtemp(prefix="spanning-bench-proc-"))
     env = process_env(archive)
     print(f"{rows:,} CDRs (Parquet), whole processes, {repeat} interleaved pairs, {os.cpu_count()} cores, "
@@ -151,8 +154,8 @@ def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: 
                     commands = _commands(path, out, range_, slide, aggs, keyed=shape != "none", plan=plan)
                     labels = ["run", "sql", *(["floor"] if floor else [])]
                     times = {label: [] for label in labels}
-                    for round_ in range(repeat):
-                        for label in labels:
+                    for round_ in range(repeat):  # the order turns each round: run, sql, floor; sql, floor, run...
+                        for label in labels[round_ % len(labels):] + labels[: round_ % len(labels)]:
                             times[label].append(timed_command(commands[label], env))
                         if round_ == 0:
                             _same_windows(out, aggs, keyed=shape != "none")

@@ -5,7 +5,7 @@
 The session is the user's own (``SparkSession.builder``, Spark's settings but for ``--partitions``); the calls are
 ``spark.read.parquet(CDR)`` (a plain scan: the read-side path) or, with ``--join-cells``, that read joined with a
 table of cells and filtered on it, as ``bench/sql_explode_job.py --join-cells`` reads them. count, sum:bytes and
-max:duration per cell, δ = 7 days. It does not stop Spark, as neither ``spanning run`` nor the script does.
+max:duration per cell, δ = 7 days. It stops Spark at the end, as ``spanning run``'s exit and the script do.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def main() -> None:
     for name in ("windows", "late", "rejected"):
         getattr(result, name).write.mode("overwrite").parquet(f"{args.output}/{name}")
     print(result.plans[0], result.counts)
+    spark.stop()  # as spanning run's exit does
 
 
 if __name__ == "__main__":

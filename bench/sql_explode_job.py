@@ -9,9 +9,11 @@ Reads the Parquet CDRs (start and end timestamps, cell, bytes, duration), writes
 ``bench/bench_distinct.py`` with ``--distinct FORM``: count(*) and the distinct subscribers of each window
 written as ``FORM`` says (``DISTINCT_FORMS``; ``sketch`` adds the p95 of the durations). ``--no-key`` totals
 all cells (one series); ``--floor`` is the least any job over the file costs: the same read, grouped by cell
-only (no windows), and written. ``--traffic`` (``bench/bench_traffic.py``): count(*), the seconds of the calls
-inside each window (each pair clipped with ``least``/``greatest``) and those over the range, in Erlangs. Like
-``spanning run``, it does not stop Spark: the process exits and its JVM follows, so both are timed the same way.
+only (no windows), the times read too, and written. ``--traffic`` (``bench/bench_traffic.py``): count(*), the
+seconds of the calls inside each window (each pair clipped with ``least``/``greatest``) and those over the
+range, in Erlangs. Like ``spanning run`` (whose exit stops Spark and removes its temp folders), it stops Spark
+before it exits, and it runs with spanning run's settings (ANSI off, two shuffle partitions per core), so both
+are timed the same way.
 """
 
 from __future__ import annotations
@@ -42,12 +44,15 @@ def main() -> None:
     parser.add_argument("--traffic", action="store_true", help="count, occupancy and Erlangs (clipped explode)")
     parser.add_argument("--join-cells", type=int, default=0, metavar="N",
                         help="read the calls joined with a table of N cells (ids 0..N-1) and filtered on it")
-    parser.add_argument("--partitions", type=int, help="spark.sql.shuffle.partitions (default: Spark's)")
+    parser.add_argument("--partitions", type=int, help="spark.sql.shuffle.partitions (default: 2 per core, as"
+                        " spanning run)")  # fmt: skip
     args = parser.parse_args()
+    # spanning run's settings: ANSI off, two shuffle partitions per core (or --partitions); the same on both sides
     builder = SparkSession.builder.appName("explode").config("spark.ui.enabled", "false")
-    if args.partitions:
-        builder = builder.config("spark.sql.shuffle.partitions", str(args.partitions))
+    builder = builder.config("spark.sql.ansi.enabled", "false")
     spark = builder.getOrCreate()
+    partitions = args.partitions or 2 * spark.sparkContext.defaultParallelism
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.sparkContext.setLogLevel("ERROR")
     calls = spark.read.parquet(args.input)
     if args.join_cells:  # not a plain scan: each call joined with a table of cells (bench/bench_spark_api.py)
@@ -64,8 +69,9 @@ def main() -> None:
         aggregates = f"count(*) AS count, sum({inside}) AS occupancy, sum({inside}) / {w} AS erlang"
         columns = "unix_seconds(start) AS b, greatest(unix_seconds(end), unix_seconds(start) + 1) AS e"
     cell = "" if args.no_key else "cell, "
-    if args.floor:
-        query = f"SELECT {cell}count(*) AS count, sum(bytes) AS sum_bytes{longest} FROM cdr"
+    if args.floor:  # every column the job reads, the times included
+        query = (f"SELECT {cell}count(*) AS count, sum(bytes) AS sum_bytes{longest}, min(start) AS first_start,"
+                 f" max(end) AS last_end FROM cdr")  # fmt: skip
         query += "" if args.no_key else " GROUP BY cell"
     else:
         query = f"""
@@ -78,6 +84,7 @@ def main() -> None:
             GROUP BY {cell}k
         """
     spark.sql(query).write.mode("overwrite").parquet(args.output)
+    spark.stop()  # as spanning run's exit does: both sides stop Spark inside the timed process
 
 
 if __name__ == "__main__":

@@ -150,15 +150,14 @@ def _aggregate_specs(aggregates: Mapping[str, str] | Sequence[str] | None) -> tu
         return ["count"], {}
     if isinstance(aggregates, str):
         aggregates = [aggregates]
-    if isinstance(aggregates, Mapping):
-        specs = list(aggregates.values())
-        renames = {output_name(spec): name for name, spec in aggregates.items()}
-    else:
-        specs, renames = list(aggregates), {}
+    specs = list(aggregates.values()) if isinstance(aggregates, Mapping) else list(aggregates)
     wrong = [spec for spec in specs if not isinstance(spec, str)]
     if wrong:
         raise UsageError(f"spanning.spark.aggregate takes the command's aggregate forms as text (such as 'count' or"
                          f" 'sum:bytes'), not {wrong[0]!r}: objects and user aggregates are spanning.aggregate's")
+    if not isinstance(aggregates, Mapping):
+        return specs, {}  # the command's names (WindowQuery refuses a form given twice)
+    renames = {output_name(spec): name for name, spec in aggregates.items()}
     names = [name.lower() for name in renames.values()]
     taken = [name for name in renames.values() if name.lower() in ("window_start", "window_end", "window")]
     if taken:

@@ -381,3 +381,15 @@ def test_duration_and_a_key_expression_work_and_mistakes_are_told_in_one_line(us
     for extra, message in mistakes:
         with pytest.raises(UsageError, match=message):
             spanning.spark.aggregate(typed(user_session, frame, "chronons"), **{**query, **extra})
+
+
+def test_aggregates_as_a_list_take_the_commands_names(user_session):
+    import spanning.spark
+
+    df = typed(user_session, calls(), "chronons")
+    result = spanning.spark.aggregate(df, range=RANGE, slide=SLIDE, ttp=TTP, key="cell",
+                                      aggregates=["count", "sum:bytes", "max:bytes"])  # fmt: skip
+    assert result.windows.columns == ["cell", "window_start", "window_end", "count", "sum_bytes", "max_bytes"]
+    expected = expected_windows(calls(), ["cell"]).rename(columns={"n": "count", "bytes": "sum_bytes",
+                                                                   "longest": "max_bytes"})  # fmt: skip
+    assert_frames_match(windows_of(result, ["cell"]), expected, ["cell"])
