@@ -1,9 +1,13 @@
 """spanning on the DataFrames of a PySpark session: ``spanning.spark.aggregate(df, ...)``.
 
->>> import spanning.spark  # doctest: +SKIP
->>> result = spanning.spark.aggregate(spark.table("cdr"), range="15m", slide="5m", ttp="2h",  # doctest: +SKIP
-...                                   start="start", end="end", key="cell", aggregates=["count", "sum:bytes"])
->>> result.windows.show(); result.counts  # doctest: +SKIP
+In a PySpark session ``spark`` (README's "Use it from PySpark" runs this, ``tests/test_readme.py``)::
+
+    import spanning.spark
+
+    result = spanning.spark.aggregate(spark.table("cdr"), range="15m", slide="5m", ttp="2h",
+                                      start="start", end="end", key="cell", aggregates=["count", "sum:bytes"])
+    result.windows.show()
+    result.counts  # {'read': ..., 'accepted': ..., 'rejected': ..., 'late': ...}
 
 The function is the Spark engine's (``spark_jobs.api.aggregate``, which says what every parameter means). It is
 found by name through the engine's entry point, as the ``spanning`` command finds it: ``spanning`` itself imports
