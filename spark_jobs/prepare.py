@@ -63,7 +63,8 @@ def read_input(spark: SparkSession, inputs: Inputs) -> DataFrame:
         # the local engine's reader (rows, reasons and lines as for local files; Spark's own CSV reader would drop
         # a record's extra fields without a word)
         sources = reader.format("binaryFile").load(files)
-        return csv_file_records(sources, remote_csv_header(spark, files, inputs.delimiter), inputs.delimiter)
+        names = remote_csv_header(spark, files, inputs.delimiter)
+        return csv_file_records(sources, names, inputs.delimiter, same_header=True)
     if inputs.format == "parquet":
         schema = parquet_footer_schema(inputs)  # Spark's own inference is a job over a footer: 0.3-0.5 s cold
         return (reader if schema is None else reader.schema(schema)).parquet(*files)
@@ -97,17 +98,26 @@ def remote_csv_header(spark: SparkSession, files: list[str], delimiter: str) -> 
     return [n.strip() for n in names]
 
 
-def csv_file_records(sources: DataFrame, names: list[str], delimiter: str) -> DataFrame:
-    """The records of the CSV files in ``sources`` (``path``, and ``content`` when read already: a stream's
-    ``binaryFile`` rows), parsed in the tasks by ``spanning.app.csv_records``: ``names`` as text, plus
-    ``MALFORMED``."""
+def csv_file_records(sources: DataFrame, names: list[str], delimiter: str, same_header: bool = False) -> DataFrame:
+    """The records of the CSV files in ``sources`` (``path``, and ``content`` when read already: ``binaryFile``
+    rows), parsed in the tasks by ``spanning.app.csv_records``: ``names`` as text, plus ``MALFORMED``.
+    ``same_header``: a file whose header is not ``names`` fails the job with one line, as ``input_files`` refuses
+    local files of two layouts (remote files are listed by Spark, so their headers are read in the tasks)."""
     schema = T.StructType([T.StructField(n, T.StringType()) for n in [*names, MALFORMED]])
 
     def records(batches):  # runs on the executors: pyarrow only
+        import csv
+
         from spanning.app.csv_records import csv_batches
 
         for batch in batches:
             for path, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                if same_header and content is not None:
+                    first = bytes(content).split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff")
+                    header = [n.strip() for n in next(csv.reader([first.rstrip("\r")], delimiter=delimiter), [])]
+                    if header != names:
+                        raise ValueError(f"{path} has the columns {', '.join(header)} but the first file has"
+                                         f" {', '.join(names)}: give files of one layout per run")  # fmt: skip
                 yield from csv_batches(path, delimiter, names, content)
 
     return sources.select("path", "content").mapInArrow(records, schema)

@@ -393,3 +393,17 @@ def test_aggregates_as_a_list_take_the_commands_names(user_session):
     expected = expected_windows(calls(), ["cell"]).rename(columns={"n": "count", "bytes": "sum_bytes",
                                                                    "longest": "max_bytes"})  # fmt: skip
     assert_frames_match(windows_of(result, ["cell"]), expected, ["cell"])
+
+
+def test_remote_csv_files_of_two_layouts_fail_the_run_in_one_line(spark, tmp_path, capsys):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,start,end\n1,10,20\n")
+    (folder / "b.csv").write_text("id,end,start\n2,30,25\n")  # the same names in another order
+    code = main(["run", folder.as_uri(), "--input-format", "csv", "--range", "10", "--slide", "5", "--start",
+                 "start", "--end", "end", "--engine", "spark", "--master", "local[2]", "--output",
+                 str(tmp_path / "out")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code != 0 and not (tmp_path / "out").exists()
+    assert "b.csv has the columns id, end, start but the first file has id, start, end" in err.splitlines()[0], err
+    assert "Traceback" not in err
