@@ -19,19 +19,26 @@ def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
 
 
-def test_readme_python_runs_on_the_sample_and_equals_the_command(tmp_path):
-    blocks = python_blocks()
-    assert blocks, "README has no Python block"
-    namespace: dict = {}
+def run_blocks(blocks: list[str], namespace: dict) -> str:
+    """README's code blocks run in the checkout (README's paths are relative to it), in one namespace; what they
+    printed."""
     printed = io.StringIO()
     here = os.getcwd()
-    os.chdir(ROOT)  # README's paths are relative to the checkout
+    os.chdir(ROOT)
     try:
         with contextlib.redirect_stdout(printed):
             for block in blocks:
                 exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
     finally:
         os.chdir(here)
+    return printed.getvalue()
+
+
+def test_readme_python_runs_on_the_sample_and_equals_the_command(tmp_path):
+    blocks = python_blocks()
+    assert blocks, "README has no Python block"
+    namespace: dict = {}
+    printed = run_blocks(blocks, namespace)
     windows, rejected, late = namespace["windows"], namespace["rejected"], namespace["late"]
 
     # the command over the same file, through its own reader (spanning.app.csv_records, the local engine)
@@ -51,9 +58,9 @@ def test_readme_python_runs_on_the_sample_and_equals_the_command(tmp_path):
     assert len(rejected) == len(pd.read_parquet(out / "rejected"))
     assert sorted(rejected["reason"]) == sorted(pd.read_parquet(out / "rejected")["reason"])
     assert len(late) == len(pd.read_parquet(out / "late"))
-    assert printed.getvalue().split()[:3] == [str(len(windows)), str(len(rejected)), str(len(late))]
+    assert printed.split()[:3] == [str(len(windows)), str(len(rejected)), str(len(late))]
     said = re.search(r"print\(len\(windows\), len\(rejected\), len\(late\)\)\s*# (\d+) (\d+) (\d+)", blocks[0])
-    assert said and list(said.groups()) == printed.getvalue().split()[:3]  # README's comment says what it prints
+    assert said and list(said.groups()) == printed.split()[:3]  # README's comment says what it prints
 
 
 def test_every_run_option_is_in_the_readme_synopsis():
@@ -97,15 +104,7 @@ def test_readme_pyspark_runs_on_the_session_and_counts_as_the_command(spark, tmp
     blocks = re.findall(r"```py\n(.*?)```", readme, flags=re.S)
     assert len(blocks) == 2, "README's PySpark blocks: a batch call and a stream"
     namespace: dict = {"spark": spark}
-    printed = io.StringIO()
-    here = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        with contextlib.redirect_stdout(printed):
-            for block in blocks:
-                exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
-    finally:
-        os.chdir(here)
+    printed = run_blocks(blocks, namespace)
     counts = namespace["result"].counts
     said = re.search(r"print\(result\.counts\)\s*# (\{.*\})", blocks[0])
     assert said and ast.literal_eval(said.group(1)) == counts  # README's comment says what it prints
@@ -117,6 +116,6 @@ def test_readme_pyspark_runs_on_the_session_and_counts_as_the_command(spark, tmp
     summary = __import__("json").loads((out / "summary.json").read_text())
     assert counts == {"read": summary["rows_read"], "accepted": summary["accepted"], "rejected": summary["rejected"],
                       "late": summary["late"]}  # fmt: skip
-    lines = printed.getvalue().splitlines()
+    lines = printed.splitlines()
     batches = [line for line in lines if re.fullmatch(r"\d+ \d+ \d+ \d+", line)]
     assert batches and sum(int(line.split()[1]) for line in batches) > 1000, lines[-5:]  # the drained stream's windows

@@ -33,7 +33,9 @@ BASE = int(datetime(2024, 6, 3, 8, tzinfo=ZoneInfo(ZONE)).timestamp())  # far fr
 
 @pytest.fixture
 def user_session(spark):
-    """The test run's session with a user's settings, given back afterwards (other tests share the session)."""
+    """The test run's session with a user's settings, given back afterwards (other tests share the session).
+    ``spanning run`` over the same rows runs with ``--engine local`` here: in-process, the Spark engine takes the
+    active session and sets its own zone on it (the command's session is the command's)."""
     before = {name: spark.conf.get(name) for name in USER_SETTINGS}
     for name, value in USER_SETTINGS.items():
         spark.conf.set(name, value)
@@ -115,7 +117,7 @@ def run_command(tmp_path: Path, source: Path, name: str, *extra: str) -> Path:
     out = tmp_path / name
     args = ["run", str(source), "--range", str(RANGE), "--slide", str(SLIDE), "--ttp", str(TTP), "--start", "start",
             "--end", "end", "--key", "cell", "--agg", "count", "--agg", "sum:bytes", "--agg", "max:bytes",
-            "--engine", "spark", "--master", "local[2]", "--timezone", ZONE, "--output", str(out), *extra]  # fmt: skip
+            "--engine", "local", "--timezone", ZONE, "--output", str(out), *extra]  # fmt: skip
     assert main(args) == 0
     return out
 
@@ -147,7 +149,7 @@ def test_a_table_and_a_joined_filtered_frame_give_the_oracles_windows_and_the_co
                                           end="end", key="cell")  # fmt: skip
         got = windows_of(result, ["cell"])
         late, rejected, counts = result.late.toPandas(), result.rejected.toPandas(), result.counts
-        # after the call and its actions, before the command (which sets its own zone on the active session) runs
+        # after the call and all its actions
         assert {n: spark.conf.get(n) for n in USER_SETTINGS} == USER_SETTINGS, name
         assert {n: spark.conf.get(n) for n in ARROW} == arrow, name
         assert list(got.columns) == ["cell", "window_start", "window_end", "n", "bytes", "longest"]
@@ -164,8 +166,6 @@ def test_a_table_and_a_joined_filtered_frame_give_the_oracles_windows_and_the_co
         assert counts == {"read": len(rows), "accepted": len(rows) - unusable, "rejected": unusable,
                           "late": len(late)}, name  # fmt: skip
         assert result.plans[0]["plan"] == result.plan and result.plans[0]["reason"]
-        for setting, value in USER_SETTINGS.items():  # the command's run took the active session, and gave it back
-            spark.conf.set(setting, value)
 
     # the session still runs the user's queries, with the user's settings: ANSI still fails a bad cast
     assert spark.range(10).selectExpr("sum(id)").first()[0] == 45
