@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,7 +51,6 @@ DATAFRAME_INPUT = "<DataFrame>"  # the inputs of a RunConfig made for a DataFram
 ZONE, ANSI, PARTITIONS = "spark.sql.session.timeZone", "spark.sql.ansi.enabled", "spark.sql.shuffle.partitions"
 PARQUET_FORMAT = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
 log = logging.getLogger("spanning")
-_shipped: set[str] = set()  # the Spark applications (by id) whose executors have the engine's zip
 
 
 def aggregate(
@@ -178,29 +176,17 @@ def job_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[N
     sees them too: the session's settings are the session's, not a thread's.)"""
     conf = spark.conf
     with _settings_lock:
-        yield from _with_settings(conf, settings)
-
-
-def _with_settings(conf: Any, settings: Mapping[str, str]) -> Iterator[None]:
-    before = {name: conf.get(name, None) for name in settings}
-    try:
-        for name, value in settings.items():
-            conf.set(name, value)
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                conf.unset(name)
-            else:
+        before = {name: conf.get(name, None) for name in settings}
+        try:
+            for name, value in settings.items():
                 conf.set(name, value)
-
-
-def _ship_engine(spark: SparkSession) -> None:
-    """The engine's zip on the session's executors, once per SparkContext (``session.ship_engine``)."""
-    context = spark.sparkContext.applicationId
-    if context not in _shipped:
-        ship_engine(spark)
-        _shipped.add(context)
+            yield
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    conf.unset(name)
+                else:
+                    conf.set(name, value)
 
 
 def plain_parquet_files(df: DataFrame) -> Any:
@@ -238,7 +224,7 @@ def plain_parquet_files(df: DataFrame) -> Any:
 def computed(spark: SparkSession, df: DataFrame, cfg: RunConfig, inputs: Any = None) -> Computed:
     """The batch job of ``cfg`` over ``df`` (``run.compute``) under the job's settings, the engine shipped.
     ``inputs``: the files ``df`` reads, where the caller knows them (``spanning run``); else found from ``df``."""
-    _ship_engine(spark)
+    ship_engine(spark)
     with job_settings(spark, {ZONE: cfg.events.timezone, ANSI: "false"}):
         if inputs is None:
             inputs = plain_parquet_files(df)
@@ -400,8 +386,6 @@ class StreamResult:
 
     def _writer(self, job: Any, output: Path) -> Any:
         """``spanning stream``'s writer into ``output``, the windows' columns renamed as the caller named them."""
-        for orphan in output.glob("*/_tmp-batch=*"):  # a batch killed while writing: run again from the checkpoint
-            shutil.rmtree(orphan, ignore_errors=True)
         writer = self._batch_writer(job, output)
         if self._renames:
             write_files, renames = writer._write_files, self._renames
@@ -411,10 +395,17 @@ class StreamResult:
 
     def _start(self, options: StreamOptions, partitions: int | None, make_writer: Callable[[Any], Any]) -> Any:
         """Build the stream's query over the DataFrame and start it, under the job's settings."""
-        from spark_jobs.stream import IdleFlush, check_checkpoint, job_record, saved_kinds, start_query, stateful_rows
+        from spark_jobs.stream import (
+            batch_function,
+            check_checkpoint,
+            job_record,
+            saved_kinds,
+            start_query,
+            stateful_rows,
+        )
 
         spark, cfg = self._spark, self._cfg
-        _ship_engine(spark)
+        ship_engine(spark)
         state = Path(options.checkpoint) / "spanning"
         kinds = KindCounts(self._kinds_rows, saved_kinds(options))
         settings = {ZONE: cfg.events.timezone, ANSI: "false",
@@ -422,13 +413,7 @@ class StreamResult:
         with job_settings(spark, settings):
             job = stateful_rows(spark, self._df, cfg, options, kinds)
             check_checkpoint(state, job_record(cfg, options, self._df.schema, "dataframe"))  # the query built: good
-            writer = make_writer(job)
-            idle = IdleFlush(job, writer)
-
-            def each_batch(batch: DataFrame, batch_id: int) -> None:
-                writer(batch, batch_id)
-                idle.after_batch(batch_id)
-
+            each_batch = batch_function(job, make_writer(job))
             query = start_query(job, each_batch)
         if not options.final_flush:
             return query

@@ -242,6 +242,7 @@ ENGINE_PACKAGES = ("spanning", "buckets", "sweeping", "spark_jobs", "sortedconta
 ENGINE_ZIP = "spanning-engine.zip"
 _NOT_SHIPPED = frozenset({"__pycache__", "tests"})
 _engine_zip: Path | None = None
+_shipped_to: set[str] = set()  # the Spark applications whose executors were given the zip (ship_engine)
 
 
 def package_files(name: str) -> list[tuple[Path, str]]:
@@ -280,12 +281,16 @@ def ship_engine(spark) -> Path | None:
     Not when the executors are this JVM's threads and their Python workers run this interpreter, which finds
     the engine where this process found it (``workers_import_the_engine``): each task of a worker with a zip
     on its path re-reads the zip's index for every package in it (0.1-0.2 s a task, measured), and compiles
-    the modules it imports from source. Returns the zip, or None when nothing was shipped.
+    the modules it imports from source. Once per application (``spanning run`` starts its session and then takes
+    the job's way, which ships to any session it is given). Returns the zip, or None when it is not needed.
     """
     if workers_import_the_engine(spark.sparkContext.master, spark.sparkContext.pythonExec):
         return None
     target = engine_zip()
-    spark.sparkContext.addPyFile(str(target))
+    application = spark.sparkContext.applicationId
+    if application not in _shipped_to:  # once per application: a job on a session already shipped adds nothing
+        spark.sparkContext.addPyFile(str(target))
+        _shipped_to.add(application)
     return target
 
 

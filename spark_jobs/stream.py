@@ -455,6 +455,8 @@ class BatchWriter:
         given each batch's three outputs as Arrow tables (name -> table), the batch and its id, and writes them."""
         self.job, self.output, self.progress = job, output, progress
         self.sink = sink if sink is not None else self._write_files
+        for orphan in [] if output is None else output.glob("*/_tmp-batch=*"):  # a batch killed while writing:
+            shutil.rmtree(orphan, ignore_errors=True)  # it runs again from the checkpoint
         self.records = Path(job.options.checkpoint) / "spanning" / "batches"
         self.records.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
@@ -686,16 +688,8 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         # core, measured with bench/bench_stream.py on 2 cores
         spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     job = streaming_rows(spark, cfg, options)
-    output = stream_output(cfg, options)
-    for orphan in output.glob("*/_tmp-batch=*"):  # a batch killed while writing: run again from the checkpoint
-        shutil.rmtree(orphan, ignore_errors=True)
-    writer = BatchWriter(job, output, said)
-    idle = IdleFlush(job, writer)
-
-    def each_batch(batch: DataFrame, batch_id: int) -> None:
-        writer(batch, batch_id)
-        idle.after_batch(batch_id)
-
+    writer = BatchWriter(job, stream_output(cfg, options), said)
+    each_batch = batch_function(job, writer)
     stopped = False
     waits("planning the stream and reading its first micro-batch (about 15 s)")
     query = start_query(job, each_batch)
@@ -711,6 +705,18 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         waits.done()
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
     return writer.write_summary({"stopped": stopped})
+
+
+def batch_function(job: StreamQuery, writer: BatchWriter) -> Callable[[DataFrame, int], None]:
+    """``foreachBatch``'s function: the batch written, then (``--idle-flush``) the control file its watermark calls
+    for. One per stream, for all its queries (the drained round's too): ``IdleFlush`` remembers its last clock."""
+    idle = IdleFlush(job, writer)
+
+    def each_batch(batch: DataFrame, batch_id: int) -> None:
+        writer(batch, batch_id)
+        idle.after_batch(batch_id)
+
+    return each_batch
 
 
 def start_query(job: StreamQuery, each_batch: Callable[[DataFrame, int], None], flush: bool = False) -> Any:
