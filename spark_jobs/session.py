@@ -300,7 +300,8 @@ def warm_python_workers(spark, modules: tuple[str, ...]) -> threading.Thread:
     A run whose plan calls Python (``vector``'s ``mapInArrow``) otherwise starts them in its windows stage: the
     daemon, a worker per core and their imports cost that stage about a second on its first tasks, while a core
     sat idle as the driver planned (docs/BENCHMARKS.md). Workers are reused (``spark.python.worker.reuse``), so
-    the stage finds them started. A warm-up only: a failure here is left to the query to report.
+    the stage finds them started, with the compiled kernel loaded (a module's ``warm_up``). A warm-up only: a
+    failure here is left to the query to report.
     """
     cores = spark.sparkContext.defaultParallelism
 
@@ -308,7 +309,9 @@ def warm_python_workers(spark, modules: tuple[str, ...]) -> threading.Thread:
         import importlib
 
         for name in modules:
-            importlib.import_module(name)
+            warm_up = getattr(importlib.import_module(name), "warm_up", None)
+            if warm_up is not None:  # the compiled kernel: loaded from its cache (or compiled) here
+                warm_up()
         yield from batches
 
     def warm() -> None:

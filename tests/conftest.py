@@ -29,7 +29,7 @@ settings.register_profile("spanning", max_examples=examples(100))
 settings.load_profile("spanning")
 
 # all that an executor of a cluster needs installed (pip name: import name)
-BARE_PACKAGES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow"}
+BARE_PACKAGES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "numba": "numba"}
 # what must not leak into the bare Python, whatever the machine's configuration
 _OWN_ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
 
@@ -99,12 +99,13 @@ def spark():
 
 @pytest.fixture(scope="session")
 def bare_python(tmp_path_factory) -> Iterator[Path]:
-    """The ``python`` of a new venv holding only numpy, pandas (<3) and pyarrow: not the project, not
+    """The ``python`` of a new venv holding only numpy, pandas (<3), pyarrow and numba: not the project, not
     sortedcontainers, not pyspark (Spark puts its own pyspark.zip on its workers' path).
 
     The versions are the ones of this venv, so pip takes them from its cache or the machine's configured
     indexes; about 10 s on two cores. A venv ``--without-pip``, installed by this venv's pip (``--python``).
     """
+    import numba
     import numpy
     import pandas
     import pyarrow
@@ -114,7 +115,8 @@ def bare_python(tmp_path_factory) -> Iterator[Path]:
     env = {k: v for k, v in os.environ.items() if k not in _OWN_ENVIRONMENT}
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], env=env, check=True, timeout=300)
     python = venv / "bin" / "python"
-    pins = [f"numpy=={numpy.__version__}", f"pandas=={pandas.__version__}", f"pyarrow=={pyarrow.__version__}"]
+    pins = [f"numpy=={numpy.__version__}", f"pandas=={pandas.__version__}", f"pyarrow=={pyarrow.__version__}",
+            f"numba=={numba.__version__}"]
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", *pins],
                              env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert install.returncode == 0, install.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""The Spark job on a cluster whose executors have only numpy, pandas and pyarrow installed.
+"""The Spark job on a cluster whose executors have only numpy, pandas, pyarrow and numba installed.
 
 ``local-cluster[2,1,1024]`` starts two executor JVMs whose Python workers run ``bare_python`` (see conftest):
 a venv without the project and without sortedcontainers, as on a cluster where only the driver has the project.

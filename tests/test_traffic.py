@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spanning
-from spanning.kernels.occupancy import window_occupancy
+from spanning.kernels.ranges import window_occupancy
 from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import assert_same_windows, frame_windows, streams, to_frame, window_specs
@@ -87,7 +87,7 @@ def test_worked_examples_of_prorated_sums_and_peaks():
 
 
 def test_the_kernel_is_exact_where_its_partial_sums_wrap():
-    """Times near 2^62 chronons: constants and slopes overflow int64 on the way, the occupancies do not."""
+    """Times near 2^62 chronons: the window bounds stay in int64, and the occupancies are exact."""
     big = 2**62
     starts, ends = np.array([big + 3, big + 14]), np.array([big + 12, big + 15])
     got = window_occupancy(starts, ends, np.array([0, 2]), np.array([3, 3]), np.array([big - 5, big + 5]), 5, 10, 4)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from spanning.aggregates.columns import INT64_MAX, INT64_MIN, BatchColumns, SumOverflowError, nullable
-from spanning.kernels.ranges import explode, range_count, range_max, range_min, range_sum_int
+from spanning.kernels.ranges import explode, range_count, range_max, range_min, range_sum_float, range_sum_int
 
 __all__ = ["ArgExtremeArrays", "CountArrays", "ExtremeArrays", "ExtremeCountArrays", "MeanArrays", "StdDevArrays",
            "SumArrays"]  # fmt: skip
@@ -67,8 +67,7 @@ class SumArrays:
         counts = range_count(first, last, n)
         if values.dtype.kind in "iub":
             return range_sum_int(first, last, n, values.astype(np.int64, copy=False)), counts
-        event, window = explode(first, last)
-        return np.bincount(window, weights=values[event], minlength=n).astype(np.float64), counts
+        return range_sum_float(first, last, n, values), counts
 
     def merge(self, a: tuple, b: tuple) -> tuple:
         return _add_exact(a[0], b[0]), a[1] + b[1]

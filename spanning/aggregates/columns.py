@@ -116,8 +116,8 @@ class EventSpans:
 
     def occupancy(self, first: np.ndarray, last: np.ndarray, n: int) -> np.ndarray:
         """Per window j of ``0..n − 1``, the chronons that the events whose run ``first..last`` holds it spend
-        inside it (``spanning.kernels.occupancy``)."""
-        from spanning.kernels.occupancy import window_occupancy
+        inside it (``spanning.kernels.ranges.window_occupancy``)."""
+        from spanning.kernels.ranges import window_occupancy
 
         first_start = self.offset + (first - self.shift) * self.slide
         return window_occupancy(self.starts, self.ends, first, last, first_start, self.slide, self.range, n)

@@ -11,7 +11,8 @@ intensity as the mean number of busy resources over a period: the occupancy divi
 
 Membership is the usual rule (TTP): a late event adds nothing to the windows it missed. Both need the
 window's bounds, which a per-event partial does not have: the batch path computes them with
-``spanning.kernels.occupancy`` (O(1) per event whatever ω/β), and the per-event techniques refuse them.
+``spanning.kernels.ranges.window_occupancy`` (the compiled kernel's loop over each run), and the per-event
+techniques refuse them.
 
 >>> import pandas as pd
 >>> from spanning import aggregate

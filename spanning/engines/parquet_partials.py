@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spanning.engines.window_ranges import PartialSpec, run_partials
+from spanning.kernels.compiled import event_runs
 
 COUNTS = ("_read", "_rejected", "_late")  # a chunk's counts, on a row of their own (no key, no window)
 TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -68,7 +69,7 @@ def reduce_rows(table, plan: ReadPlan):
     n = table.num_rows
     start, has_start = _chronons(table.column(plan.start).combine_chunks(), plan.time_unit)
     end, has_end = _chronons(table.column(plan.end).combine_chunks(), plan.time_unit)
-    accepted = has_start & has_end & (end >= start)  # the reader contract's reasons for plain columns ...
+    accepted = has_start & has_end  # the reader contract's reasons for plain columns (end < start: event_runs) ...
     shipped = {}
     for name, (internal, kind) in plan.values.items():
         column = table.column(name).combine_chunks()
@@ -80,19 +81,14 @@ def reduce_rows(table, plan: ReadPlan):
         else:
             column = column.cast(pa.int64())
         shipped[internal] = column
-    u = np.maximum(end, start + 1)  # a record with end = start is the point event [l, l + 1)
     s, o, w = plan.slide, plan.offset, plan.range
-    overlap_first = (start - o - w) // s + 1
-    a = np.maximum(overlap_first, -((o + w + plan.ttp - u) // s))  # the clock at arrival is the event's own u
-    if plan.series is not None:
-        a = np.maximum(a, (plan.series - o - w) // s + 1)
-    b = (u - o - 1) // s
-    late = accepted & (np.minimum(b + 1, a) > overlap_first)
+    series = 0 if plan.series is None else plan.series
+    a, b, late = event_runs(start, end, accepted, s, o, w, plan.ttp, series, plan.series is not None)
     active = np.flatnonzero(accepted & (a <= b))
     rows = pa.array(active)
     spans, times = None, {}
     if any(derive == "occupancy" for _, _, derive, _ in plan.partials):  # the time inside windows: [l, u) too
-        spans, times = ("_l", "_u", o, s, w), {"_l": start[active], "_u": u[active]}
+        spans, times = ("_l", "_u", o, s, w), {"_l": start[active], "_u": np.maximum(end, start + 1)[active]}
     events = pa.table({**{k: table.column(k).take(rows) for k in plan.keys}, "_a": a[active], "_b": b[active],
                        **times, **{c: column.take(rows) for c, column in shipped.items()}})  # fmt: skip
     counts = (n, int(n - accepted.sum()), int(late.sum()))

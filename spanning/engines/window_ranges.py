@@ -5,15 +5,16 @@ The batch form of SE-Slicing (Suzanne et al., §4) once each event's run of wind
 an event counts in one contiguous run of window numbers). A window's aggregate then merges the partials of
 the events whose run contains it, which is a range update followed by point queries:
 
-* each key's window numbers are cut at every run's ``a`` and ``b + 1`` into elementary intervals, over
-  which the set of covering events does not change (a dense grid when the keys' window spans are small);
+* the runs are placed on cells of (key, window), each run on consecutive cells: every window of each key's
+  span when the spans are small, else only the covered stretches of each key's windows
+  (``spanning.kernels.compiled.run_cells``);
 * counts and integer sums are difference arrays: ``+x`` at ``a``, ``−x`` at ``b + 1``, a running sum;
-* max, min and float sums use a segment tree with range updates: each run touches at most two nodes per
-  level, then one push-down gives every leaf its merge. No float is subtracted, so float sums add the same
-  values as the explode query, in another order;
-* each covered elementary interval becomes its windows, one row per window number.
+* max and min are the explode's loop for short runs and a sparse table for long ones; float sums add each
+  event to each window of its run, in event order, as the explode query does;
+* each covered cell is a window, one row per (key, window number).
 
-Every step is a numpy array operation over all keys at once; nothing is done per event in Python.
+These are the compiled loops of ``spanning.kernels.compiled``, the same that ``spanning.aggregate`` runs;
+nothing is done per event in Python.
 
 >>> import numpy as np
 >>> got = aggregate_runs(np.array([0, 0, 1]), np.array([0, 2, 5]), np.array([3, 2, 5]),
@@ -31,7 +32,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MERGES = {"sum": np.add, "max": np.maximum, "min": np.fmin}  # fmin: NaN only when every value is NaN, as Spark's min
+from spanning.kernels.compiled import dense_codes, first_rows, run_cells
+from spanning.kernels.ranges import (
+    range_count,
+    range_max,
+    range_min,
+    range_sum_float,
+    range_sum_int,
+    window_occupancy,
+)
+
+MERGES = ("sum", "max", "min")  # the values are numbers, never NaN (the readers make NaN null)
 COLLECTIONS = ("set", "list", "hll", "kll")  # merges whose partial is a set, a value list or a sketch (its bytes)
 DENSE_PER_EVENT = 4  # a dense (key, window) grid when it has at most this many cells per event
 LOW_BITS = 0xFFFFFFFF  # an exact integer sum is carried as two int64 sums, of value >> 32 and of value & LOW_BITS
@@ -57,115 +68,45 @@ def aggregate_runs(
     ``codes`` are non-negative key codes (``key_codes``); every ``first <= last``. ``columns`` are
     ``(values, present, merge)`` with ``merge`` in ``MERGES``; ``present`` (or None: all present) marks the
     events that have a value. Windows that no event covers are left out.
+
+    The runs are first placed on cells of (key, window) (``spanning.kernels.compiled.run_cells``), each run on
+    consecutive cells, and then reduced with the aggregates' own range kernels (``spanning.kernels.ranges``).
     """
     n = len(first)
     empty = np.zeros(0, np.int64)
     if n == 0:
         return RunWindows(empty, empty, [np.zeros(0, v.dtype) for v, _, _ in columns], [None] * len(columns), empty)
-    codes = np.asarray(codes, np.int64)
-    low, high = np.asarray(first, np.int64), np.asarray(last, np.int64) + 1
-    point_code, point_window, i_low, i_high = _elementary_intervals(codes, low, high)
-    cells = len(point_code) - 1  # elementary interval j is [point j, point j + 1) of one key
-    covering = _difference_sum(cells, i_low, i_high, np.ones(n, np.int64))
-    live = np.flatnonzero(covering > 0)  # covered, so both ends belong to the same key
-    lengths = point_window[live + 1] - point_window[live]
-    cell = np.repeat(live, lengths)
-    cell_row = np.zeros(cells, np.int64)  # the row of each covered cell's first window
-    cell_row[live] = np.cumsum(lengths) - lengths
-    window = point_window[cell] + (np.arange(len(cell)) - np.repeat(cell_row[live], lengths))
-    key_row = np.full(int(codes.max()) + 1, n, np.int64)
-    np.minimum.at(key_row, codes, np.arange(n))
+    codes = np.ascontiguousarray(codes, np.int64)
+    first, last = np.ascontiguousarray(first, np.int64), np.ascontiguousarray(last, np.int64)
+    keys = int(codes.max()) + 1
+    cell_first, cell_code, cell_window, covered_only = run_cells(codes, first, last, keys, DENSE_PER_EVENT * n + 1024)
+    cell_last = cell_first + (last - first)
+    cells = len(cell_code)
+    covering = range_count(cell_first, cell_last, cells)
+    live = None if covered_only else np.flatnonzero(covering > 0)  # a dense grid's empty cells go
+
+    def kept(per_cell: np.ndarray) -> np.ndarray:
+        return per_cell if live is None else per_cell[live]
+
+    key_row = first_rows(codes, keys)
     values, present = [], []
     for column, has, merge in columns:
         column = np.asarray(column)
         has = None if has is None else np.asarray(has, bool)
+        low, high = (cell_first, cell_last) if has is None else (cell_first[has], cell_last[has])
+        taken = column if has is None else column[has]
         if merge == "sum" and column.dtype.kind in "iub":  # exact in int64 (callers split wide sums)
-            merged = _difference_sum(cells, i_low, i_high, column.astype(np.int64) * (1 if has is None else has))
+            merged = range_sum_int(low, high, cells, taken.astype(np.int64))
+        elif merge == "sum":
+            merged = range_sum_float(low, high, cells, taken)
         else:
-            identity = _identity(merge, column.dtype)
-            contribution = column if has is None else np.where(has, column, identity)
-            spread = _tree_merge if merge == "sum" else _sparse_table_merge  # max and min are idempotent
-            merged = spread(cells, i_low, i_high, contribution, MERGES[merge], identity)
-        values.append(merged[cell])
-        counted = None if has is None else _difference_sum(cells, i_low, i_high, has.astype(np.int64))[cell] > 0
-        present.append(counted)
-    return RunWindows(key_row[point_code[cell]], window, values, present, cell_row[i_low])
-
-
-def _elementary_intervals(codes, low, high):
-    """The sorted distinct (key, window) points where some run starts or ends, and each run's two indices."""
-    n = len(low)
-    base = int(low.min())
-    span = int(high.max()) - base + 1
-    keys = int(codes.max()) + 1
-    if keys * span <= DENSE_PER_EVENT * n + 1024:  # every window of every key's span is a point
-        grid = np.arange(keys * span, dtype=np.int64)
-        return grid // span, grid % span + base, codes * span + (low - base), codes * span + (high - base)
-    both_codes = np.concatenate([codes, codes])
-    both_windows = np.concatenate([low, high])
-    if keys * span < 2**62:  # one int64 per point: a single sort
-        order = np.argsort(both_codes * span + (both_windows - base), kind="stable")
-    else:
-        order = np.lexsort((both_windows, both_codes))
-    sorted_codes, sorted_windows = both_codes[order], both_windows[order]
-    new = np.ones(len(order), bool)
-    new[1:] = (sorted_codes[1:] != sorted_codes[:-1]) | (sorted_windows[1:] != sorted_windows[:-1])
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.cumsum(new) - 1
-    return sorted_codes[new], sorted_windows[new], rank[:n], rank[n:]
-
-
-def _difference_sum(cells: int, i_low, i_high, values) -> np.ndarray:
-    """Σ values over the runs covering each elementary interval: +x at the run's start, −x past its end."""
-    delta = np.zeros(cells + 1, np.int64)
-    np.add.at(delta, i_low, values)
-    np.subtract.at(delta, i_high, values)
-    return np.cumsum(delta[:cells])
-
-
-def _tree_merge(cells: int, i_low, i_high, values, merge, identity) -> np.ndarray:
-    """A segment tree with range updates: each run [i_low, i_high) merged into the O(log) nodes that cover it
-    (at most two per level, bottom-up), then pushed down level by level to the leaves."""
-    leaves = 1 << max(cells - 1, 0).bit_length()
-    tree = np.full(2 * leaves, identity, values.dtype)
-    left, right, v = i_low + leaves, i_high + leaves, values
-    while len(left):
-        odd = (left & 1) == 1  # a left border that is a right child: take it, step right
-        merge.at(tree, left[odd], v[odd])
-        left = left + odd
-        odd = (right & 1) == 1  # a right border past a left child: take that child
-        right = right - odd
-        merge.at(tree, right[odd], v[odd])
-        left, right = left >> 1, right >> 1
-        going = left < right
-        left, right, v = left[going], right[going], v[going]
-    size = 1
-    while size < leaves:  # push down: children merge their parent's value
-        children = tree[2 * size : 4 * size].reshape(-1, 2)
-        merge(children, tree[size : 2 * size, None], out=children)
-        size *= 2
-    return tree[leaves : leaves + cells]
-
-
-def _sparse_table_merge(cells: int, i_low, i_high, values, merge, identity) -> np.ndarray:
-    """An idempotent merge (max, min) over runs, as a sparse table read backwards: each run [i_low, i_high) is
-    covered by two blocks of length 2^j, j = ⌊log2(length)⌋, that may overlap (at i_low and at i_high − 2^j); a
-    level's blocks then hand their value down to the two halves that make them, level by level to the leaves.
-    Two updates per run, whatever its length, and one pass over the cells per level."""
-    length = i_high - i_low
-    level = (np.frexp(length.astype(np.float64))[1] - 1).astype(np.int64)  # ⌊log2⌋ of positive integers
-    top = int(level.max()) if len(level) else 0
-    table = np.full((top + 1, cells), identity, values.dtype)
-    flat = table.reshape(-1)
-    row = level * cells
-    merge.at(flat, row + i_low, values)
-    merge.at(flat, row + i_high - (np.int64(1) << level), values)
-    for j in range(top, 0, -1):
-        half = 1 << (j - 1)
-        below, block = table[j - 1], table[j]
-        merge(below, block, out=below)
-        merge(below[half:], block[: cells - half], out=below[half:])
-    return table[0]
+            kind = np.float64 if column.dtype.kind == "f" else np.int64
+            extreme = range_max if merge == "max" else range_min
+            merged = extreme(low, high, cells, taken.astype(kind), _identity(merge, np.dtype(kind)))
+        values.append(kept(merged))
+        present.append(None if has is None else kept(range_count(low, high, cells)) > 0)
+    run_row = cell_first if live is None else np.cumsum(covering > 0)[cell_first] - 1
+    return RunWindows(key_row[kept(cell_code)], kept(cell_window), values, present, run_row)
 
 
 def _identity(merge: str, dtype: np.dtype):
@@ -188,6 +129,11 @@ def key_codes(arrays: Sequence) -> np.ndarray:
     for array in arrays:
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
+        if codes is None and len(arrays) == 1 and pa.types.is_integer(array.type) and not array.null_count:
+            values = np.ascontiguousarray(array.to_numpy(), np.int64)
+            dense = dense_codes(values, 4 * len(values) + 1024)  # integers over a short span: no hashing
+            if len(dense) == len(values):
+                return dense
         encoded = pc.dictionary_encode(array, null_encoding="encode")
         part = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         if codes is None:
@@ -209,7 +155,8 @@ def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Seq
     """The partial aggregates per (key, window) of an Arrow table of events with their runs of windows.
 
     ``spans`` (the start and end columns, then the windows' offset, slide and range) is needed by the columns
-    derived as "occupancy": the chronons the events spend inside each window (``spanning.kernels.occupancy``).
+    derived as "occupancy": the chronons the events spend inside each window
+    (``spanning.kernels.ranges.window_occupancy``).
 
     ``table`` has the key columns, the run's ``first`` and ``last`` window numbers (``first <= last``) and each
     ``source`` column (null where the event has no value). The result has the key columns, ``_k`` (the window
@@ -268,17 +215,16 @@ def run_partials(table, keys: Sequence[str], first: str, last: str, columns: Seq
 
 
 def _occupancy_partials(table, first, last, got: RunWindows, spans) -> np.ndarray:
-    """The occupancy of each of ``got``'s windows: every event's four points of constants and slopes
-    (``spanning.kernels.occupancy``) as rows of ``got`` (its run's windows are consecutive rows there)."""
-    from spanning.kernels.occupancy import occupancy_points, occupancy_sums
+    """The occupancy of each of ``got``'s windows (``spanning.kernels.ranges.window_occupancy``): each event's run
+    is on consecutive rows of ``got``, from ``got.run_row``."""
 
     start, end, offset, slide, range_ = spans
-    starts = table.column(start).to_numpy().astype(np.int64)
-    ends = table.column(end).to_numpy().astype(np.int64)
+    starts = np.ascontiguousarray(table.column(start).to_numpy(), np.int64)
+    ends = np.ascontiguousarray(table.column(end).to_numpy(), np.int64)
     first = first.astype(np.int64)
-    points, constants = occupancy_points(starts, ends, first, last, offset + first * slide, slide, range_)
-    rows = tuple(got.run_row + (point - first) for point in points)
-    return occupancy_sums(rows, constants, got.window, slide)
+    rows = got.run_row
+    return window_occupancy(starts, ends, rows, rows + (last - first), offset + first * slide, slide, range_,
+                            len(got.window))  # fmt: skip
 
 
 def _collection_partials(first, last, got: RunWindows, columns: Sequence[PartialSpec], read: dict) -> dict:

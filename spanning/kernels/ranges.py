@@ -1,8 +1,9 @@
-"""Vectorised range updates over window numbers: the kernels of the batch path.
+"""Range updates over window numbers: the kernels of the batch path, as the aggregates call them.
 
 In the batch path every event ``e`` contributes to a contiguous run of windows ``first[e]..last[e]``
 (inclusive, local window numbers ``0 .. n_windows-1``). Each function here reduces the events into
-one value per window without a Python loop over events or windows.
+one value per window with the compiled loops of ``spanning.kernels.compiled``, or numpy array operations;
+no Python loop over events or windows.
 
 >>> import numpy as np
 >>> first, last = np.array([0, 1, 1]), np.array([2, 1, 3])
@@ -16,8 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from spanning.kernels import compiled
+
 __all__ = [
-    "range_count", "range_sum_int", "explode", "range_max", "range_min", "union_runs", "sorted_members", "runs_within",
+    "range_count", "range_sum_int", "range_sum_float", "explode", "window_occupancy", "range_max", "range_min",
+    "union_runs", "sorted_members", "runs_within",
 ]  # fmt: skip
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -26,9 +30,12 @@ _SPLIT_BLOCK = 1 << 30  # values per split pass: Σ lo < 2^30 * 2^32 and Σ |hi|
 
 def range_count(first: np.ndarray, last: np.ndarray, n_windows: int) -> np.ndarray:
     """Number of runs covering each window: a difference array and one prefix sum."""
-    diff = np.bincount(first, minlength=n_windows + 1)
-    diff[: n_windows + 1] -= np.bincount(last + 1, minlength=n_windows + 1)[: n_windows + 1]
-    return np.cumsum(diff[:n_windows])
+    return compiled.run_counts(_positions(first), _positions(last), n_windows)
+
+
+def _positions(windows: np.ndarray) -> np.ndarray:
+    """Window numbers as the compiled loops take them: contiguous int64 (no copy when they are)."""
+    return np.ascontiguousarray(windows, dtype=np.int64)
 
 
 def range_sum_int(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
@@ -61,11 +68,18 @@ def range_sum_int(first: np.ndarray, last: np.ndarray, n_windows: int, values: n
 
 def _difference_sum(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
     """Σ values over the runs covering each window, in int64 (wraps, i.e. exact modulo 2^64)."""
-    diff = np.zeros(n_windows + 1, dtype=np.int64)
-    with np.errstate(over="ignore"):
-        np.add.at(diff, first, values)
-        np.subtract.at(diff, last + 1, values)
-        return np.cumsum(diff[:n_windows])
+    return compiled.run_sums_int(_positions(first), _positions(last), n_windows, _positions(values))
+
+
+def range_sum_float(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
+    """Float sum per window, each window's values added in event order: the explode's sums, to the last bit.
+
+    >>> import numpy as np
+    >>> range_sum_float(np.array([0, 1]), np.array([1, 2]), 3, np.array([0.5, 2.0])).tolist()
+    [0.5, 2.5, 2.0]
+    """
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    return compiled.run_sums_float(_positions(first), _positions(last), n_windows, values)
 
 
 def _split_sum(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
@@ -85,18 +99,17 @@ def explode(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray
     Used where a sum must be sequential per window (floats) or needs the window's own result
     (centred squares, counts of the extreme). Its size is Σ (last - first + 1).
     """
-    lengths = last - first + 1
-    return np.repeat(np.arange(len(first)), lengths), _run_windows(first, lengths)
+    return compiled.run_windows(_positions(first), _positions(last))
 
 
 def range_max(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray, sentinel: object) -> np.ndarray:
     """Maximum per window over the runs covering it (``sentinel`` where none does).
 
-    Sparse-table trick: a run of length L is two (overlapping) blocks of length 2^j, j = ⌊log2 L⌋;
-    each block is scattered once with ``maximum.at``, then every level pushes down into the two halves
-    below it. O(n + W log W), independent of how long the events are.
+    ``compiled.run_extremes``: the explode's loop for short runs; for long ones a sparse table, a run of length L
+    being two (overlapping) blocks of length 2^j, j = ⌊log2 L⌋, then every level pushed down into the two
+    halves below it: O(n + W log W), independent of how long the events are.
     """
-    return _range_extreme(first, last, n_windows, values, sentinel, np.maximum)
+    return _range_extreme(first, last, n_windows, values, sentinel, True)
 
 
 def range_min(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray, sentinel: object) -> np.ndarray:
@@ -106,28 +119,13 @@ def range_min(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.nd
     >>> range_min(np.array([0, 1]), np.array([1, 2]), 3, np.array([-2**63, 7]), 2**63 - 1).tolist()
     [-9223372036854775808, -9223372036854775808, 7]
     """
-    return _range_extreme(first, last, n_windows, values, sentinel, np.minimum)
+    return _range_extreme(first, last, n_windows, values, sentinel, False)
 
 
-def _range_extreme(first, last, n_windows, values, sentinel, pick) -> np.ndarray:
-    if n_windows == 0:
-        return np.empty(0, dtype=values.dtype)
-    lengths = last - first + 1
-    levels = int(lengths.max()).bit_length() if len(lengths) else 1
-    table = np.full((levels, n_windows), sentinel, dtype=values.dtype)
-    level = np.zeros(len(lengths), dtype=np.int64)
-    if levels > 1:  # ⌊log2 L⌋: frexp's exponent is exact for integers below 2^53 (and 6x faster than log2)
-        level = np.frexp(lengths)[1].astype(np.int64) - 1
-    flat = table.reshape(-1)
-    row = level * n_windows  # where each run's level starts in the flattened table
-    pick.at(flat, row + first, values)
-    pick.at(flat, row + (last + 1 - np.left_shift(1, level)), values)
-    for j in range(levels - 1, 0, -1):
-        half = 1 << (j - 1)
-        below, above = table[j - 1], table[j]
-        pick(below, above, out=below)
-        pick(below[half:], above[: n_windows - half], out=below[half:])
-    return table[0]
+def _range_extreme(first, last, n_windows, values, sentinel, largest: bool) -> np.ndarray:
+    values = np.ascontiguousarray(values)
+    return compiled.run_extremes(_positions(first), _positions(last), n_windows, values,
+                                 values.dtype.type(sentinel), largest)  # fmt: skip
 
 
 def union_runs(ids: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -177,7 +175,7 @@ def sorted_members(values: np.ndarray, first: np.ndarray, last: np.ndarray,
     lengths = np.maximum(last - first + 1, 0)
     bits = max(len(values), 1).bit_length()
     # packed keys fit in int64: n_windows · 2^bits < 2^62 (2^40 windows of 2^22 events would not fit in memory)
-    keys = _run_windows(first, lengths)
+    keys = explode(first, first + lengths - 1)[1]
     keys <<= bits
     keys |= np.repeat(rank, lengths)
     keys.sort()  # built in place, one plain sort
@@ -188,12 +186,21 @@ def sorted_members(values: np.ndarray, first: np.ndarray, last: np.ndarray,
     return bounds, values[by_value][ranks]
 
 
-def _run_windows(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The window of every (event, window) pair, run after run (the explode's windows, in two passes)."""
-    total = int(lengths.sum())
-    window = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
-    window += np.arange(total)
-    return window
+def window_occupancy(
+    starts: np.ndarray, ends: np.ndarray, first: np.ndarray, last: np.ndarray, first_start: np.ndarray,
+    slide: int, range_: int, n_windows: int,
+) -> np.ndarray:  # fmt: skip
+    """Σ over the events whose run ``first..last`` (in ``0..n_windows - 1``) holds window j of the time they
+    spend inside it, per window j (int64, exact): event ``[l, u)`` occupies the window ``[S, S + ω)`` for
+    ``min(u, S + ω) − max(l, S)`` chronons, ``first_start`` being the start S of each event's window ``first``.
+
+    >>> import numpy as np
+    >>> # [3, 12) in windows of 10 sliding by 5 from 0: [-5, 5) holds 2 s of it, [0, 10) 7, [5, 15) 7, [10, 20) 2
+    >>> window_occupancy(np.array([3]), np.array([12]), np.array([0]), np.array([3]), np.array([-5]), 5, 10, 4)
+    array([2, 7, 7, 2])
+    """
+    return compiled.run_occupancy(_positions(first), _positions(last), n_windows, _positions(starts),
+                                  _positions(ends), _positions(first_start), slide, range_)  # fmt: skip
 
 
 def runs_within(windows: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

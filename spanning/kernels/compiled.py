@@ -1,0 +1,355 @@
+"""The compiled kernel: the loops of the batch form of SE-Slicing, compiled by numba, shared by every path.
+
+In the batch path every event contributes to a contiguous run of windows ``first[e]..last[e]`` (Suzanne et al.,
+§3.2, Algorithms 3-4: the slices an interval event is inserted into, here numbered as windows). The functions
+here reduce such runs into one value per window, each in one pass with no temporary the size of events × windows:
+
+* ``run_counts`` and ``run_sums_int``: a difference array, +x at ``first``, −x past ``last``, and one running
+  sum (exact modulo 2^64, so exact whenever a window's sum fits in int64);
+* ``run_sums_float``: each event added to each window of its run, events in order (the explode's order, so
+  the sums are the explode's to the last bit);
+* ``run_extremes``: max or min, by the explode's loop when runs are short, else a sparse table read backwards
+  (two blocks per run, then each level hands its values to the two halves below it);
+* ``run_occupancy``: the chronons each event spends inside each window of its run, summed per window;
+* ``run_cells``: the cells of (key, window) that runs of several keys fall on, for the map side's partials;
+* ``event_runs``: the reader contract's checks for plain columns and each event's run [a, b] under the TTP;
+* ``dense_codes`` and ``first_rows``: integer keys as codes without hashing, and each code's first row.
+
+``spanning.kernels.ranges`` (the aggregates' array faces, ``spanning.aggregate``, the stream's feed) and
+``spanning.engines.window_ranges`` (the Spark map side) call these; nothing else loops over events.
+
+The compiled code is cached on disk beside this file (numba's ``cache=True``), so a process compiles each
+function once per machine and later ones load it (about 0.5 s for all of them). Imported from a zip (the
+engine shipped to bare executors), there is no file to cache beside: the module then runs a copy of its own
+source written to ``$NUMBA_CACHE_DIR`` or the temp folder, in a folder named by the source's hash, and caches
+there (``_copy_on_disk``), so an executor machine compiles once, not once per worker and job.
+``warm_up`` loads or compiles them all and says how long that took.
+
+>>> import numpy as np
+>>> first, last = np.array([0, 1, 1]), np.array([2, 1, 3])
+>>> run_counts(first, last, 4).tolist()
+[1, 3, 2, 1]
+>>> run_extremes(first, last, 4, np.array([5.0, 9.0, 1.0]), -np.inf, True).tolist()
+[5.0, 9.0, 5.0, 1.0]
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+try:
+    import numba
+except ImportError as missing:  # pragma: no cover - the package requires it; a bare executor may lack it
+    raise ImportError(
+        "spanning needs the package numba (its compiled kernel) wherever it runs, Spark executors included:"
+        " pip install numba"
+    ) from missing
+
+__all__ = [
+    "CACHED", "dense_codes", "event_runs", "first_rows", "run_cells", "run_counts", "run_extremes", "run_occupancy",
+    "run_sums_float", "run_sums_int", "run_windows", "warm_up",
+]  # fmt: skip
+
+CACHED = os.path.isfile(__file__)  # a real file to cache beside; not inside a zip on an executor's path
+_compile = numba.njit(cache=CACHED, nogil=True, error_model="numpy")
+
+
+@_compile
+def run_sums_int(first, last, n_windows, values):
+    """Σ values over the runs covering each window, in int64: wraps, i.e. exact modulo 2^64."""
+    diff = np.zeros(n_windows + 1, np.int64)
+    for e in range(len(first)):
+        diff[first[e]] += values[e]
+        diff[last[e] + 1] -= values[e]
+    out = np.empty(n_windows, np.int64)
+    total = 0
+    for w in range(n_windows):
+        total += diff[w]
+        out[w] = total
+    return out
+
+
+@_compile
+def run_counts(first, last, n_windows):
+    """Number of runs covering each window: ``run_sums_int`` of ones."""
+    return run_sums_int(first, last, n_windows, np.ones(len(first), np.int64))
+
+
+@_compile
+def run_sums_float(first, last, n_windows, values):
+    """Σ values over the runs covering each window, each window's values added in event order."""
+    out = np.zeros(n_windows, np.float64)
+    for e in range(len(first)):
+        x = values[e]
+        for w in range(first[e], last[e] + 1):
+            out[w] += x
+    return out
+
+
+@_compile
+def run_extremes(first, last, n_windows, values, sentinel, largest):
+    """The max (``largest``) or min of ``values`` over the runs covering each window, ``sentinel`` where none does.
+
+    Short runs: the explode's loop. Long ones: a sparse table read backwards, O(events + windows · log length).
+    """
+    n = len(first)
+    longest, total = 0, 0
+    for e in range(n):
+        length = last[e] - first[e] + 1
+        total += length
+        if length > longest:
+            longest = length
+    levels = 1
+    while (1 << levels) <= longest:
+        levels += 1
+    out = np.full(n_windows, sentinel, values.dtype)
+    if total <= 2 * n + n_windows * levels:  # the explode costs no more than the table
+        for e in range(n):
+            x = values[e]
+            for w in range(first[e], last[e] + 1):
+                if (x > out[w]) if largest else (x < out[w]):
+                    out[w] = x
+        return out
+    table = np.full((levels, n_windows), sentinel, values.dtype)
+    for e in range(n):  # a run of length L is two blocks of 2^j, j = ⌊log2 L⌋, overlapping
+        length = last[e] - first[e] + 1
+        j = 0
+        while (2 << j) <= length:
+            j += 1
+        x = values[e]
+        for w in (first[e], last[e] + 1 - (1 << j)):
+            if (x > table[j, w]) if largest else (x < table[j, w]):
+                table[j, w] = x
+    for j in range(levels - 1, 0, -1):  # a block of 2^j hands its value to its two halves
+        half = 1 << (j - 1)
+        for w in range(n_windows):
+            x = table[j, w]
+            for target in (w, w + half):
+                if target < n_windows and ((x > table[j - 1, target]) if largest else (x < table[j - 1, target])):
+                    table[j - 1, target] = x
+    out[:] = table[0]
+    return out
+
+
+@_compile
+def run_occupancy(first, last, n_windows, starts, ends, first_start, slide, range_):
+    """Σ over the runs covering window j of the chronons the event ``[starts, ends)`` spends inside it
+    (``min(u, S + ω) − max(l, S)``, S the window's start, ``first_start[e]`` the start of window ``first[e]``)."""
+    out = np.zeros(n_windows, np.int64)
+    for e in range(len(first)):
+        window_start = first_start[e]
+        for w in range(first[e], last[e] + 1):
+            out[w] += min(ends[e], window_start + range_) - max(starts[e], window_start)
+            window_start += slide
+    return out
+
+
+@_compile
+def run_windows(first, last):
+    """Every (event, window) pair, run after run: the explode, as two arrays of Σ (last − first + 1)."""
+    total = 0
+    for e in range(len(first)):
+        total += max(last[e] - first[e] + 1, 0)
+    event = np.empty(total, np.int64)
+    window = np.empty(total, np.int64)
+    i = 0
+    for e in range(len(first)):
+        for w in range(first[e], last[e] + 1):
+            event[i] = e
+            window[i] = w
+            i += 1
+    return event, window
+
+
+@_compile
+def run_cells(codes, first, last, n_keys, dense_limit):
+    """The cells (key, window) that the runs of several keys fall on, numbered so that each run is consecutive.
+
+    Returns ``(cell_first, cell_code, cell_window, covered_only)``: the cell of each run's first window, and the
+    key code and window number of each cell. Dense (``covered_only`` False) when the keys' spans hold at most
+    ``dense_limit`` cells: every window from a key's first run to its last is a cell, so some may be empty.
+    Else the runs are ordered by (key, first) and only the windows that some run covers are cells: a key's
+    covered windows are stretches, each stretch a block of cells.
+    """
+    n = len(first)
+    low = np.full(n_keys, np.iinfo(np.int64).max, np.int64)
+    high = np.full(n_keys, np.iinfo(np.int64).min, np.int64)
+    for e in range(n):
+        c = codes[e]
+        low[c] = min(low[c], first[e])
+        high[c] = max(high[c], last[e])
+    spans = np.zeros(n_keys, np.int64)
+    total = 0
+    for c in range(n_keys):
+        if high[c] >= low[c]:
+            spans[c] = high[c] - low[c] + 1
+            total += spans[c]
+    cell_first = np.empty(n, np.int64)
+    if total <= dense_limit:
+        base = np.empty(n_keys, np.int64)
+        cell_code = np.empty(total, np.int64)
+        cell_window = np.empty(total, np.int64)
+        at = 0
+        for c in range(n_keys):
+            base[c] = at
+            for w in range(spans[c]):
+                cell_code[at + w] = c
+                cell_window[at + w] = low[c] + w
+            at += spans[c]
+        for e in range(n):
+            cell_first[e] = base[codes[e]] + first[e] - low[codes[e]]
+        return cell_first, cell_code, cell_window, False
+    by_key = np.zeros(n_keys + 1, np.int64)  # a counting sort by key, then each key's runs by first
+    for e in range(n):
+        by_key[codes[e] + 1] += 1
+    for c in range(n_keys):
+        by_key[c + 1] += by_key[c]
+    ordered = np.empty(n, np.int64)
+    filled = by_key[:-1].copy()
+    for e in range(n):
+        ordered[filled[codes[e]]] = e
+        filled[codes[e]] += 1
+    for c in range(n_keys):
+        runs = ordered[by_key[c] : by_key[c + 1]]
+        for i in range(1, len(runs)):
+            if first[runs[i]] < first[runs[i - 1]]:  # not in order already (end order often is): sort
+                runs[:] = runs[np.argsort(first[runs])]
+                break
+    starts = np.empty(n, np.int64)  # the stretches: first window and cell of each
+    stretch_cell = np.empty(n, np.int64)
+    stretch_code = np.empty(n, np.int64)
+    stretches, cells, reach = 0, 0, np.int64(0)
+    for i in range(n):
+        e = ordered[i]
+        c = codes[e]
+        if i == 0 or c != codes[ordered[i - 1]] or first[e] > reach + 1:  # a new stretch
+            if stretches:
+                cells += reach - starts[stretches - 1] + 1
+            starts[stretches], stretch_cell[stretches], stretch_code[stretches] = first[e], cells, c
+            stretches += 1
+            reach = last[e]
+        reach = max(reach, last[e])
+        cell_first[e] = stretch_cell[stretches - 1] + first[e] - starts[stretches - 1]
+    if stretches:
+        cells += reach - starts[stretches - 1] + 1
+    cell_code = np.empty(cells, np.int64)
+    cell_window = np.empty(cells, np.int64)
+    for s in range(stretches):
+        end = stretch_cell[s + 1] if s + 1 < stretches else cells
+        for i in range(stretch_cell[s], end):
+            cell_code[i] = stretch_code[s]
+            cell_window[i] = starts[s] + i - stretch_cell[s]
+    return cell_first, cell_code, cell_window, True
+
+
+@_compile
+def event_runs(start, end, accepted, slide, offset, range_, ttp, series, has_series):
+    """Each event's run of windows [a, b] when it arrives at its own end (``spark_jobs.plans.window_runs``), for
+    events in end order within their key, and whether it is late: ``(a, b, late)``. ``accepted`` has the rows
+    that pass the reader contract; end < start fails it here. A row with end = start is the point [l, l + 1).
+
+    a = max(first window ending after l, first window w with its end + δ ≥ u, the series' first window);
+    b = last window starting before u; late when min(b + 1, a) > the first window ending after l.
+    """
+    n = len(start)
+    a = np.empty(n, np.int64)
+    b = np.empty(n, np.int64)
+    late = np.zeros(n, np.bool_)
+    series_first = (series - offset - range_) // slide + 1
+    for i in range(n):
+        if end[i] < start[i]:
+            accepted[i] = False
+        u = max(end[i], start[i] + 1)
+        overlap_first = (start[i] - offset - range_) // slide + 1
+        first = max(overlap_first, -((offset + range_ + ttp - u) // slide))
+        if has_series:
+            first = max(first, series_first)
+        last = (u - offset - 1) // slide
+        a[i], b[i] = first, last
+        late[i] = accepted[i] and min(last + 1, first) > overlap_first
+    return a, b, late
+
+
+@_compile
+def dense_codes(values, most):
+    """Codes 0 .. k − 1 of integer ``values`` in the order of their values, equal values equal codes, when they
+    span at most ``most`` numbers (a table over the span, no hashing); else an empty array."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64)
+    low, high = values.min(), values.max()
+    if high - low < 0 or high - low >= most:  # past the span, or past int64 (it wrapped)
+        return np.zeros(0, np.int64)
+    code = np.zeros(high - low + 1, np.int64)
+    for v in values:
+        code[v - low] = 1
+    seen = 0
+    for i in range(len(code)):
+        seen += code[i]
+        code[i] = seen - 1
+    out = np.empty(len(values), np.int64)
+    for i in range(len(values)):
+        out[i] = code[values[i] - low]
+    return out
+
+
+@_compile
+def first_rows(codes, n_keys):
+    """The first row of each key code (``len(codes)`` for a code with no row)."""
+    rows = np.full(n_keys, len(codes), np.int64)
+    for i in range(len(codes) - 1, -1, -1):
+        rows[codes[i]] = i
+    return rows
+
+
+def warm_up() -> float:
+    """Load (or compile, where there is no cache) every kernel for the types the paths call it with, and return
+    the seconds it took: a Python worker does it while the driver plans, not in its first task."""
+    import time
+
+    began = time.perf_counter()
+    ints, floats, flags = np.zeros(1, np.int64), np.zeros(1, np.float64), np.ones(1, np.bool_)
+    run_counts(ints, ints, 1)
+    run_sums_int(ints, ints, 1, ints)
+    run_sums_float(ints, ints, 1, floats)
+    for largest in (True, False):
+        run_extremes(ints, ints, 1, ints, np.int64(0), largest)
+        run_extremes(ints, ints, 1, floats, np.float64(0), largest)
+    run_occupancy(ints, ints, 1, ints, ints, ints, 1, 1)
+    run_windows(ints, ints)
+    run_cells(ints, ints, ints, 1, 1)
+    event_runs(ints, ints, flags.copy(), 1, 0, 1, 0, 0, False)
+    dense_codes(ints, 1)
+    first_rows(ints, 1)
+    return time.perf_counter() - began
+
+
+def _copy_on_disk():
+    """This module run from a copy of its source on disk, for numba to cache beside (see the module docstring)."""
+    import hashlib
+    import importlib.util
+    import pkgutil
+    import sys
+    import tempfile
+
+    source = pkgutil.get_data(__package__, "compiled.py")  # read through the zip's loader
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    folder = Path(os.environ.get("NUMBA_CACHE_DIR") or tempfile.gettempdir()) / f"spanning-kernel-{digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "compiled.py"
+    if not path.exists():  # workers may write it at once: each its own file, renamed into place
+        partial = folder / f"compiled.{os.getpid()}.tmp"
+        partial.write_bytes(source)
+        os.replace(partial, path)
+    spec = importlib.util.spec_from_file_location(f"spanning_kernel_{digest}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # by name, as numba finds a cached function's module again
+    spec.loader.exec_module(module)
+    return module
+
+
+if not CACHED:
+    _copy = _copy_on_disk()
+    globals().update({name: getattr(_copy, name) for name in __all__ if name != "CACHED"})

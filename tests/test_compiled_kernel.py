@@ -1,0 +1,186 @@
+"""The compiled kernel (``spanning.kernels.compiled``) against the definitions, evaluated event by window.
+
+Each kernel reduces runs of windows ``first..last`` into one value per window; the reference here walks every
+(event, window) pair in Python. Runs are short and long (so ``run_extremes`` takes both its loop and its
+sparse table), values reach the ends of int64 (sums are exact modulo 2^64), and keys are few or many with
+spans dense or sparse (so ``run_cells`` takes both its layouts).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spanning.engines.window_ranges import aggregate_runs
+from spanning.kernels import compiled
+from tests.budget import examples
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@st.composite
+def runs(draw, windows: int = 40):
+    n = draw(st.integers(0, 30))
+    first = draw(st.lists(st.integers(0, windows - 1), min_size=n, max_size=n))
+    lengths = draw(st.lists(st.one_of(st.integers(0, 3), st.integers(0, windows)), min_size=n, max_size=n))
+    last = [min(f + length, windows - 1) for f, length in zip(first, lengths, strict=True)]
+    return np.array(first, np.int64), np.array(last, np.int64), windows
+
+
+def _pairs(first, last):
+    return [(e, w) for e in range(len(first)) for w in range(first[e], last[e] + 1)]
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(case=runs(), data=st.data())
+def test_counts_sums_and_extremes_are_the_explode(case, data):
+    first, last, windows = case
+    n = len(first)
+    ints = np.array(data.draw(st.lists(INT64, min_size=n, max_size=n)), np.int64)
+    floats = np.array(data.draw(st.lists(st.floats(-1e9, 1e9), min_size=n, max_size=n)), np.float64)
+    counts, sums, float_sums = [0] * windows, [0] * windows, [0.0] * windows
+    best_int, least_float = [None] * windows, [None] * windows
+    for e, w in _pairs(first, last):  # event order within each window: the explode's
+        counts[w] += 1
+        sums[w] += int(ints[e])
+        float_sums[w] += float(floats[e])
+        best_int[w] = ints[e] if best_int[w] is None else max(best_int[w], ints[e])
+        least_float[w] = floats[e] if least_float[w] is None else min(least_float[w], floats[e])
+    assert compiled.run_counts(first, last, windows).tolist() == counts
+    wrapped = [(s + 2**63) % 2**64 - 2**63 for s in sums]  # exact modulo 2^64
+    assert compiled.run_sums_int(first, last, windows, ints).tolist() == wrapped
+    assert compiled.run_sums_float(first, last, windows, floats).tolist() == float_sums
+    low = np.int64(-(2**63))
+    got = compiled.run_extremes(first, last, windows, ints, low, True).tolist()
+    assert got == [low if b is None else b for b in best_int]
+    got = compiled.run_extremes(first, last, windows, floats, np.inf, False).tolist()
+    assert got == [np.inf if b is None else b for b in least_float]
+    event, window = compiled.run_windows(first, last)
+    assert list(zip(event.tolist(), window.tolist(), strict=True)) == _pairs(first, last)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(case=runs(), slide=st.integers(1, 7), range_=st.integers(1, 30), data=st.data())
+def test_occupancy_is_the_overlap_of_each_event_and_window(case, slide, range_, data):
+    first, last, windows = case
+    n = len(first)
+    starts = np.array(data.draw(st.lists(st.integers(-50, 300), min_size=n, max_size=n)), np.int64)
+    ends = starts + np.array(data.draw(st.lists(st.integers(0, 100), min_size=n, max_size=n)), np.int64)
+    first_start = first * slide - 20
+    want = [0] * windows
+    for e, w in _pairs(first, last):
+        window_start = int(first_start[e]) + (w - int(first[e])) * slide
+        want[w] += min(int(ends[e]), window_start + range_) - max(int(starts[e]), window_start)
+    got = compiled.run_occupancy(first, last, windows, starts, ends, first_start, slide, range_)
+    assert got.tolist() == want
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(data=st.data(), keys=st.sampled_from([1, 3, 40]), spread=st.sampled_from([10, 10_000]))
+def test_runs_of_several_keys_reduce_per_key_and_window(data, keys, spread):
+    """``aggregate_runs`` (``run_cells`` dense or by stretches, then the range kernels) against a dictionary
+    per (key, window): counts, an integer sum with absent values, a float max."""
+    n = data.draw(st.integers(1, 40))
+    codes = np.array(data.draw(st.lists(st.integers(0, keys - 1), min_size=n, max_size=n)), np.int64)
+    first = np.array(data.draw(st.lists(st.integers(-spread, spread), min_size=n, max_size=n)), np.int64)
+    last = first + np.array(data.draw(st.lists(st.integers(0, 20), min_size=n, max_size=n)), np.int64)
+    ints = np.array(data.draw(st.lists(st.integers(-(2**40), 2**40), min_size=n, max_size=n)), np.int64)
+    has = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    floats = np.array(data.draw(st.lists(st.floats(-1e6, 1e6), min_size=n, max_size=n)), np.float64)
+    got = aggregate_runs(codes, first, last, [(np.ones(n, np.int64), None, "sum"), (ints, has, "sum"),
+                                              (floats, None, "max")])  # fmt: skip
+    want: dict = {}
+    for e in range(n):
+        for w in range(first[e], last[e] + 1):
+            cell = want.setdefault((int(codes[e]), w), [0, 0, 0, -np.inf])
+            cell[0] += 1
+            cell[1] += int(ints[e]) if has[e] else 0
+            cell[2] += int(has[e])
+            cell[3] = max(cell[3], floats[e])
+    cells = [(int(codes[r]), int(w)) for r, w in zip(got.key_row, got.window, strict=True)]
+    assert cells == sorted(want)  # one row per covered (key, window), in (key, window) order
+    assert got.values[0].tolist() == [want[c][0] for c in cells]
+    assert got.values[2].tolist() == [want[c][3] for c in cells]
+    present = got.present[1]
+    assert present.tolist() == [want[c][2] > 0 for c in cells]
+    assert got.values[1][present].tolist() == [want[c][1] for c in cells if want[c][2]]
+    for e in range(n):  # each event's run starts on its first window's row, the rest on the rows after it
+        row = int(got.run_row[e])
+        assert cells[row : row + last[e] - first[e] + 1] == [(int(codes[e]), w) for w in range(first[e], last[e] + 1)]
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(data=st.data(), slide=st.integers(1, 9), range_=st.integers(1, 40), offset=st.integers(-5, 5),
+       ttp=st.sampled_from([0, 3, 50, 10_000]), series=st.one_of(st.none(), st.integers(-100, 100)))  # fmt: skip
+def test_event_runs_follow_the_ttp_definition(data, slide, range_, offset, ttp, series):
+    """Each event arriving at its own end u: it counts in the windows that overlap [l, u), are not released
+    (their end + δ ≥ u) and begin the series or after; it is late when it overlaps a window it cannot count in."""
+    n = data.draw(st.integers(1, 20))
+    start = np.array(data.draw(st.lists(st.integers(-100, 100), min_size=n, max_size=n)), np.int64)
+    end = start + np.array(data.draw(st.lists(st.integers(-3, 60), min_size=n, max_size=n)), np.int64)
+    accepted = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    checked = accepted.copy()
+    a, b, late = compiled.event_runs(start, end, checked, slide, offset, range_, ttp, series or 0, series is not None)
+    for i in range(n):
+        if end[i] < start[i]:
+            assert not checked[i]
+            continue
+        assert checked[i] == accepted[i]
+        begin, u = int(start[i]), max(int(end[i]), int(start[i]) + 1)
+        overlapping = [k for k in range(-200, 250) if offset + k * slide < u and offset + k * slide + range_ > begin]
+        counted = [k for k in overlapping if offset + k * slide + range_ + ttp >= u
+                   and (series is None or offset + k * slide + range_ > series)]  # fmt: skip
+        assert list(range(a[i], b[i] + 1)) == counted
+        assert bool(late[i]) == (accepted[i] and overlapping[0] not in counted)
+
+
+def test_dense_codes_number_integers_in_order_and_refuse_wide_spans():
+    got = compiled.dense_codes(np.array([9, -3, 9, 4], np.int64), 100)
+    assert got.tolist() == [2, 0, 2, 1]
+    assert len(compiled.dense_codes(np.array([-(2**63), 2**63 - 1], np.int64), 100)) == 0  # the span wraps int64
+    assert len(compiled.dense_codes(np.array([0, 1000], np.int64), 100)) == 0
+    assert compiled.first_rows(np.array([1, 0, 1, 0], np.int64), 3).tolist() == [1, 0, 4]
+
+
+def test_a_python_without_numba_is_told_the_package_in_one_line():
+    """As on an executor without numba: the import fails at once, naming the package; the job's error line
+    (``spark_jobs.errors.worker_error``) is that message."""
+    blocked = "import sys; sys.modules['numba'] = None; import spanning.kernels.compiled"
+    done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    from spark_jobs.errors import worker_error
+
+    error = worker_error(done.stderr)
+    assert error is not None and error.name == "ImportError", done.stderr[-2000:]
+    assert "pip install numba" in error.line and "executors" in error.line
+
+
+def test_the_kernel_imported_from_a_zip_caches_beside_a_copy_on_disk(tmp_path):
+    """Imported from a zip (the engine shipped to bare executors), the kernel runs from a copy of its source
+    in $NUMBA_CACHE_DIR, so that numba caches there: a second process loads what the first compiled."""
+    import zipfile
+    from pathlib import Path
+
+    import spanning
+
+    root = Path(spanning.__file__).parent.parent
+    archive = tmp_path / "engine.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in (root / "spanning").rglob("*.py"):
+            zipped.write(path, path.relative_to(root))
+    probe = (f"import sys; sys.path.insert(0, {str(archive)!r}); import numpy as np;"
+             " import spanning.kernels.compiled as c; counts = c.run_counts(np.array([0]), np.array([1]), 2);"
+             " print(c.__file__, c.run_counts.__module__, counts.tolist())")  # fmt: skip
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    outputs = [subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path,
+                              timeout=300) for _ in range(2)]  # fmt: skip
+    for done in outputs:
+        assert done.returncode == 0, done.stderr[-2000:]
+        origin, module, counts = done.stdout.split(" ", 2)
+        assert "engine.zip" in origin and module.startswith("spanning_kernel_") and counts.strip() == "[1, 1]"
+    cached = list((tmp_path / "cache").rglob("*.nbi"))
+    assert cached, list((tmp_path / "cache").rglob("*"))
