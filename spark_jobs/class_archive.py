@@ -136,8 +136,7 @@ def _warm_up_jobs(folder: Path, progress: Callable[[str], None]) -> None:
     runs = [
         [str(cdrs), "--range", "15m", "--slide", "5m", "--plan", "explode", *most],
         [str(cdrs), "--range", "15m", "--slide", "1m", "--plan", "vector", *most],
-        [str(cdrs), "--range", "15m", "--slide", "1m", "--plan", "range", "--agg", "count", "--agg", "mean:bytes"],
-        [str(cdrs), "--range", "1h", "--slide", "1m", "--plan", "dyadic", *most],
+        [str(cdrs), "--range", "1h", "--slide", "1m", "--plan", "vector", "--agg", "count", "--agg", "mean:bytes"],
         [str(cdrs), "--range", "15m", "--slide", "5m", "--plan", "python", "--format", "csv", *most],
     ]
     parquet = folder / "out0" / "windows"  # a Parquet input: the windows as events of their own

@@ -10,24 +10,27 @@ and it is late, with ``windows_missed = min(b + 1, a) - (first window ending aft
 positive. That is column arithmetic, with no sort and no Python. The windows then come from one of:
 
 * ``explode``: each event exploded into the windows of its run, merged per (key, window);
-* ``range``: a difference array over window numbers (Suzanne et al.'s Σφ + ϕ as a range update):
-  +contribution at a, −contribution at b + 1, a running sum per key in window order, filled between
-  change points. Two rows per event instead of b − a + 1; counts and integer sums and means;
-* ``dyadic``: each run as its aligned power-of-two blocks, merged per (key, block), then expanded to
-  windows once per key; O(log(b − a)) rows per event; everything ``explode`` covers;
-* ``vector``: each input task reduces its own events to partials per (key, window) in numpy
-  (``spanning.engines.window_ranges``: difference arrays for counts and integer sums, a sparse table for min
-  and max, a segment tree for float sums), and only those partials cross the shuffle, merged as the other
-  plans merge theirs. No raw row is shuffled and no task holds a whole key: a hot key, or no key at all,
-  spreads over the input's tasks like any other. Where the input is local Parquet with plain columns
-  (``read_plan``), the tasks read their row groups themselves (``parquet_window_job``, with
-  ``spanning.engines.parquet_partials``) and no row enters the JVM; otherwise the JVM reads and validates
-  the rows and hands each task's runs to ``mapInArrow``. Counts, sums, means, min and max;
+* ``vector``: each input task reduces its own events to partials per (key, window) with the compiled kernel
+  (``spanning.engines.window_ranges`` over ``spanning.kernels.compiled``: difference arrays for counts and
+  integer sums, the explode's loop or a sparse table for min and max, the explode's loop for float sums), and
+  only those partials cross the shuffle, merged as the explode merges its rows. No raw row is shuffled and no
+  task holds a whole key: a hot key, or no key at all, spreads over the input's tasks like any other. Where
+  the input is local Parquet with plain columns (``read_plan``), the tasks read their row groups themselves
+  (``parquet_window_job``, with ``spanning.engines.parquet_partials``) and no row enters the JVM; otherwise the
+  JVM reads and validates the rows and hands each task's runs to ``mapInArrow``. Counts, sums, means, min and
+  max, the distinct counts and quantiles, occupancy and erlang;
 * ``python``: the mapInPandas job (``spark_jobs.windowed``), for what only Python does: the paper's
   per-event techniques, point-event SWAGs, and the aggregates these plans do not cover.
 
 Integer sums are exact on every JVM plan (two long sums, see ``_partial``). ``choose_plan`` picks a plan
 from the aggregates and the measured windows per event; ``--plan`` overrides it.
+
+Three plans remain. ``range`` (a difference array in SQL: two rows per event and a window function) and
+``dyadic`` (power-of-two blocks) were retired on 2026-11-27: they were chosen only between the explode and
+vector, from 6 and 32 windows per event, and vector's compiled kernel does the same range updates in one pass
+of each task with no rows per block or per change point (docs/BENCHMARKS.md). The explode stays for what
+vector does not take (columns other than longs and doubles) and for few windows per event on an input that
+Spark reads, where it needs no Python worker at all.
 """
 
 from __future__ import annotations
@@ -65,13 +68,16 @@ from spark_jobs.prepare import (
     valid_column,
 )
 
-RANGE_FROM = 6.0  # windows per event from which the range update beats the explode (measured; see the README)
-DYADIC_FROM = 32.0  # ... and from which dyadic blocks do, for min and max
-VECTOR_FROM = 8.0  # ... and from which the numpy pass beats them all (measured; see docs/BENCHMARKS.md)
+# windows per event from which auto takes vector over the explode where Spark reads the rows: set from the 3M-row
+# in-session table of 2026-11-22 (docs/BENCHMARKS.md, "The Spark job against the Spark SQL a user would write":
+# the explode best at 3.6, vector at 19 and 63, nothing measured between); not re-measured with the kernel
+VECTOR_FROM = 8.0
 A, B, MISSED_RUN, K = "_a", "_b", "_missed", "_k"
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row columns (spark_jobs.windowed)
-READ_SIDE_FROM = 8 * 2**20  # Parquet bytes from which auto lets vector's tasks read the files: a guess, not measured
-# (below it the Python workers' start is not paid back); from 31 MB up it was measured faster (docs/BENCHMARKS.md)
+# Parquet bytes from which auto lets vector's tasks read the files: a guess, not measured (below it the Python
+# workers' start is not paid back); from 31 MB (3M rows) up it was measured faster (docs/BENCHMARKS.md, issue 30)
+READ_SIDE_FROM = 8 * 2**20
+TASKS_PER_CORE = 2  # the read-side tasks of vector (parquet_window_job): each takes its share of the pieces
 CHUNK_ROWS = 1 << 20  # events a vector task reduces at once: bounds a worker's memory, whatever a key holds
 KEY_ID, MAX_KEY_IDS = "_id", 50_000  # group by a long id per key when there are at most this many keys
 
@@ -113,9 +119,9 @@ def python_only(cfg: RunConfig) -> str | None:
 
 
 def sketches_or_sets(cfg: RunConfig) -> list[str]:
-    """The aggregates of ``cfg`` whose partials are sets, value lists or sketches: explode and dyadic merge
-    them (Spark's collect_set, collect_list, hll_union_agg, kll_merge_agg_double), vector's tasks and the Python
-    plan build them per window (``spanning.aggregates.distinct.ObjectArrays``); range cannot."""
+    """The aggregates of ``cfg`` whose partials are sets, value lists or sketches: the explode merges them
+    (Spark's collect_set, collect_list, hll_union_agg, kll_merge_agg_double), vector's tasks and the Python
+    plan build them per window (``spanning.aggregates.distinct.ObjectArrays``)."""
     return [a for a in cfg.query.aggregates if parse_aggregate(a).capabilities.sql in MERGED_AS_COLLECTIONS]
 
 
@@ -132,7 +138,6 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
     ids = not groups_by_its_key(prepared)  # whether a JVM plan groups by key ids
     if plan == "python":
         return Choice("python", "--plan python")
-    rangeable = all(_range_kind(prepared, a) for a in prepared.aggregates(cfg.query).values())
     vectorisable = all(_vector_kind(prepared, a) for a in prepared.aggregates(cfg.query).values())
     per_event = windows_per_event(cfg, sample) if sample is not None and not needs_python else None
     sampled = per_event is not None  # a large input: its distinct keys for the ids cost little beside it
@@ -140,44 +145,32 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
     if plan != "auto":
         if needs_python:
             raise UsageError(f"--plan {plan} cannot run this query: {needs_python}; use --plan python or auto")
-        if plan == "range" and collections:
-            raise UsageError(f"--plan {plan} cannot merge {collections[0]} (a set, a list of values or a sketch):"
-                             " use --plan vector, explode, dyadic, python or auto")  # fmt: skip
-        if plan == "range" and not rangeable:
-            raise UsageError("--plan range covers count, count:col and sums or means of integer columns: "
-                             "use dyadic or explode")  # fmt: skip
         if per_window and plan != "vector":
             raise UsageError(f"--plan {plan} cannot compute {per_window[0]} (the time inside each window): use"
                              " --plan vector, python or auto")  # fmt: skip
         if plan == "vector" and not vectorisable:
             raise UsageError("--plan vector covers count, sum, mean, min and max of integer and float columns and"
-                             " the distinct counts and quantiles: use dyadic or explode")  # fmt: skip
-        return Choice(plan, f"--plan {plan}", per_event,
-                      ids and (plan in ("range", "dyadic", "vector") or (plan == "explode" and sampled)))  # fmt: skip
+                             " the distinct counts and quantiles: use explode")  # fmt: skip
+        return Choice(plan, f"--plan {plan}", per_event, ids and (plan == "vector" or sampled))
     if needs_python:
         return Choice("python", needs_python)
     if collections:  # sets, value lists, sketches: built per window from its values, in the workers
         return Choice("python", f"{collections[0]}: each window's set, values or sketch built at once from its"
-                      " values by the batch path and lowered there (measured faster than vector, explode and"
-                      " dyadic, docs/BENCHMARKS.md)",
+                      " values by the batch path and lowered there (measured faster than vector and the"
+                      " explode, docs/BENCHMARKS.md)",
                       per_event)  # fmt: skip
     if per_window:  # only vector's kernel has the windows' bounds
-        return Choice("vector", f"{per_window[0]}: the time inside each window, four range updates per event in"
-                      " the vector kernel (spanning.kernels.occupancy)", per_event, ids)  # fmt: skip
+        return Choice("vector", f"{per_window[0]}: the time inside each window, summed per window by"
+                      " the vector kernel (spanning.kernels.compiled.run_occupancy)", per_event, ids)  # fmt: skip
     if vectorisable and read_plan(prepared, cfg) is not None and (prepared.input_bytes or 0) >= READ_SIDE_FROM:
         return Choice("vector", "plain Parquet columns: each task reads its row groups and reduces them to window"
-                      " partials in numpy, whatever the windows per event", per_event)  # fmt: skip
+                      " partials with the compiled kernel, whatever the windows per event", per_event)  # fmt: skip
     if per_event is None:
         return Choice("explode", "a small input (no sample measured): the explode is never far from the best")
     if vectorisable and per_event >= VECTOR_FROM:
         return Choice("vector", f"{per_event:.1f} windows per event ≥ {VECTOR_FROM}: each task's runs reduced to "
-                      "window partials in numpy, no row per window before the merge", per_event, ids)  # fmt: skip
-    if rangeable and per_event >= RANGE_FROM:
-        return Choice("range", f"{per_event:.1f} windows per event ≥ {RANGE_FROM}: two rows per event", per_event, ids)
-    if per_event >= DYADIC_FROM:
-        why = "" if rangeable else " (min, max or a double sum: no range update)"
-        return Choice("dyadic", f"{per_event:.1f} windows per event ≥ {DYADIC_FROM}: O(log) blocks per event{why}",
-                      per_event, ids)  # fmt: skip
+                      "window partials by the compiled kernel, no row per window before the merge", per_event,
+                      ids)  # fmt: skip
     return Choice("explode", f"{per_event:.1f} windows per event: few enough to explode", per_event, ids)
 
 
@@ -209,16 +202,6 @@ def _last_overlapped(cfg: RunConfig) -> str:
 def _floordiv(x: str, y: int) -> str:
     """⌊x / y⌋ in exact long arithmetic (y > 0)."""
     return f"((({x}) - pmod(({x}), {y})) div {y})"
-
-
-def _range_kind(prepared: Prepared, spec: str) -> bool:
-    agg = parse_aggregate(spec)
-    sql = agg.capabilities.sql
-    if sql is SqlFunction.COUNT:
-        return True
-    if sql in (SqlFunction.SUM, SqlFunction.AVG):
-        return isinstance(prepared.value_types[agg.column], T.LongType)
-    return False
 
 
 def _vector_kind(prepared: Prepared, spec: str) -> bool:
@@ -329,8 +312,8 @@ def jvm_window_job(
     """Windows and late rows in the window job's columns (keys, window_start, window_end, aggregates,
     ``__events``, ``_late_seq``, ``_windows_missed``), computed by ``plan`` without Python.
 
-    No plan shuffles the events themselves: each aggregates map-side first (Spark's partial aggregation),
-    so only partial rows per (key, window) or (key, block) cross the network, as in the SQL a user writes.
+    No plan shuffles the events themselves: each aggregates map-side first (Spark's partial aggregation, or
+    vector's tasks), so only partial rows per (key, window) cross the network, as in the SQL a user writes.
     With ``ids`` (``key_ids``), the plans group by the key's id and the keys come back by a broadcast join.
     Without ``with_late``, only windows (the job takes late rows from ``late_rows``).
     """
@@ -347,7 +330,7 @@ def jvm_window_job(
     outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     active = runs.where(F.col(A) <= F.col(B))
     vector = functools.partial(_vectorised, query=cfg.query)
-    build = {"vector": vector, "range": _range_update, "dyadic": _dyadic_blocks, "explode": _explode}[plan]
+    build = {"vector": vector, "explode": _explode}[plan]
     windows = build(active, prepared, group, outputs)
     if ids is not None:
         windows = windows.join(F.broadcast(ids.table), KEY_ID).select(
@@ -449,13 +432,16 @@ def parquet_window_job(spark, prepared: Prepared, cfg: RunConfig, plan: ReadPlan
             for piece in batch.column(0).to_pylist():
                 yield from counted_batches(*work[piece], plan, arrow_schema)
 
-    tasks = len(work)  # one piece a task: the cores take them as they finish
-    ids = spark.range(tasks, numPartitions=max(tasks, 1)).select(F.col("id").alias("_piece"))
+    # a few pieces a task, TASKS_PER_CORE tasks a core: each task costs 0.3-0.5 s of its own besides its pieces
+    # (measured 2026-11-27 on 30M rows, 30 tasks of one piece: the gap between one task's last batch and the
+    # next task's start), and pieces of one size keep the cores even
+    tasks = max(min(len(work), TASKS_PER_CORE * cores), 1)
+    ids = spark.range(len(work), numPartitions=tasks).select(F.col("id").alias("_piece"))
     partials = ids.mapInArrow(partials_of_row_groups, schema).observe(
         counts, *[F.coalesce(F.sum(c), F.lit(0)).alias(c[1:]) for c in COUNTS]
     )
     windowed = partials.where(F.col(K).isNotNull()).drop(*COUNTS)
-    merged = _lowered(_aggregated(windowed, [*[quoted(k) for k in keys], K], columns, False), keys, parts, outputs)
+    merged = _lowered(_merged_partials(windowed, [*[quoted(k) for k in keys], K], columns), keys, parts, outputs)
     return _window_rows(merged, cfg, keys, outputs)
 
 
@@ -675,6 +661,13 @@ def _lowered(merged: DataFrame, keys: list[str], parts: list[Partial], outputs: 
     return merged.select(*key_cols, K, *[p.lower().alias(name) for p, name in zip(parts, outputs, strict=True)])
 
 
+def _merged_partials(partials: DataFrame, by: list, columns: list[PartialColumn]) -> DataFrame:
+    """Vector's partials merged per (key, window): shuffled by (key, window) first, so that Spark's map-side
+    partial aggregation, which cannot reduce them (a task's partials hold each of its (key, window) once), is
+    not run over them before the shuffle: it runs after it, on rows the shuffle already put together."""
+    return _aggregated(partials.repartition(*by), by, columns, False)
+
+
 def _aggregated(frame: DataFrame, by: list, columns: list[PartialColumn], from_events: bool) -> DataFrame:
     """``frame`` grouped by ``by``: contributions of events (``from_events``) or merged partial columns."""
     return frame.groupBy(*by).agg(*[merged(c, from_events).alias(c.name) for c in columns])
@@ -686,53 +679,6 @@ def _explode(active: DataFrame, prepared: Prepared, keys: list[str], outputs: di
     parts, columns = _partials(outputs, prepared)
     exploded = active.withColumn(K, F.explode(F.sequence(F.col(A), F.col(B))))
     return _lowered(_aggregated(exploded, [*key_cols, K], columns, True), keys, parts, outputs)
-
-
-def _dyadic_blocks(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
-    """Each run [a, b] as its aligned power-of-two blocks, merged per (key, block), then per (key, window).
-
-    The blocks are those a segment tree visits for [a, b + 1) (level L holds blocks [i·2^L, (i+1)·2^L)):
-    at level L, lo = ⌈a / 2^L⌉ and hi = ⌊(b + 1) / 2^L⌋; block lo is taken when lo < hi and lo is odd, block
-    hi - 1 when lo < hi and hi is odd. They partition the run, at most two per level, so sums stay exact
-    and every window of the run sees each event once. An event emits O(log(b - a)) rows instead of b - a + 1,
-    and a block's merged partial expands into its 2^L windows once per key, not once per event.
-    """
-    key_cols = [quoted(k) for k in keys]
-    parts, columns = _partials(outputs, prepared)
-    levels = f"(CAST(floor(log2({B} - {A} + 1)) AS INT) + 2)"  # one more than needed: log2 may round down
-    candidates = active.withColumn("_j", F.explode(F.expr(f"sequence(0, 2 * {levels} - 1)")))
-    level, side = "(_j div 2)", "(_j % 2)"
-    lo, hi = f"(-shiftright(-{A}, {level}))", f"shiftright({B} + 1, {level})"
-    blocks = candidates.where(F.expr(f"{lo} < {hi} AND (CASE WHEN {side} = 0 THEN {lo} ELSE {hi} END) & 1 = 1")).select(
-        "*", F.expr(level).alias("_level"), F.expr(f"CASE WHEN {side} = 0 THEN {lo} ELSE {hi} - 1 END").alias("_block")
-    )
-    per_block = _aggregated(blocks, [*key_cols, "_level", "_block"], columns, True)
-    windows = per_block.withColumn(
-        K, F.explode(F.expr("sequence(shiftleft(_block, _level), shiftleft(_block + 1, _level) - 1)"))
-    )
-    return _lowered(_aggregated(windows, [*key_cols, K], columns, False), keys, parts, outputs)
-
-
-def _range_update(active: DataFrame, prepared: Prepared, keys: list[str], outputs: dict[str, str]) -> DataFrame:
-    """Suzanne et al.'s insertion as a range update: +contribution at a, -contribution at b + 1, summed per
-    (key, window number), then a running sum per key in window order, filled between change points."""
-    key_cols = [quoted(k) for k in keys]
-    parts, columns = _partials(outputs, prepared)
-    edges = F.array(F.struct(F.col(A).alias(K), F.lit(1).alias("_sign")),
-                    F.struct((F.col(B) + 1).alias(K), F.lit(-1).alias("_sign")))  # fmt: skip
-    signed = active.select(*key_cols, F.inline(edges), *[c.contribution.alias(c.name) for c in columns])
-    names = [c.name for c in columns]
-    deltas = signed.groupBy(*key_cols, K).agg(*[F.sum(F.col(c) * F.col("_sign")).alias(c) for c in names])
-    order = Window.partitionBy(*key_cols).orderBy(K) if keys else Window.orderBy(K)
-    running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    changes = deltas.select(
-        *key_cols, K, F.lead(K).over(order).alias("_next"), *[F.sum(c).over(running).alias(c) for c in names]
-    )
-    events_column = "_n"  # the count of events (of the hidden __events output)
-    filled = changes.where(F.col(events_column) > 0).select(
-        *key_cols, F.explode(F.sequence(F.col(K), F.col("_next") - 1)).alias(K), *names
-    )
-    return _lowered(filled, keys, parts, outputs)
 
 
 def shipped_values(prepared: Prepared, columns: list[PartialColumn]) -> list[Column]:
@@ -787,4 +733,4 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
         yield from reduced_in_chunks(batches, chunk_rows, reduced)
 
     partials = inputs.mapInArrow(partials_of_partition, schema)
-    return _lowered(_aggregated(partials, [*key_cols, K], columns, False), keys, parts, outputs)
+    return _lowered(_merged_partials(partials, [*key_cols, K], columns), keys, parts, outputs)

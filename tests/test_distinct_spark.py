@@ -18,7 +18,7 @@ DISTINCT_AGGS = ["count", "count_distinct:v", "count_distinct:f", "percentile:v:
                  "approx_count_distinct:v", "approx_percentile:f:0.9", "approx_percentile:v:0.25"]  # fmt: skip
 
 
-@pytest.mark.parametrize("plan", ["explode", "dyadic", "python", "vector", "parquet"])
+@pytest.mark.parametrize("plan", ["explode", "python", "vector", "parquet"])
 @settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=streams())
 def test_plans_equal_the_oracle(spark, tmp_path_factory, plan, case):
@@ -85,7 +85,7 @@ def test_percentile_and_quantile_rules_are_spark_s(spark):
 
 
 def test_local_engine_and_spark_plans_give_one_answer(spark, tmp_path):
-    """The sample-like CDRs through explode, dyadic, the Python plan and --engine local: the same windows, with
+    """The sample-like CDRs through explode, vector, the Python plan and --engine local: the same windows, with
     the written HLL sketches' estimates equal (their bytes hold the order the values came in)."""
     from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
     from spanning.app.local_run import run_local
@@ -102,8 +102,7 @@ def test_local_engine_and_spark_plans_give_one_answer(spark, tmp_path):
     aggs = ["count", "count_distinct:caller", "approx_count_distinct:caller", "percentile:duration:0.95",
             "approx_percentile:duration:0.95", "hll_sketch:caller"]  # fmt: skip
     outputs = {}
-    for engine, plan in [("local", "auto"), ("spark", "explode"), ("spark", "dyadic"), ("spark", "python"),
-                         ("spark", "vector")]:
+    for engine, plan in [("local", "auto"), ("spark", "explode"), ("spark", "python"), ("spark", "vector")]:
         cfg = RunConfig(InputFiles([str(path)]), EventFields("start", "end", keys=["cell"]),
                         WindowQuery(900, 300, 7200, aggs),
                         output=OutputOptions(str(tmp_path / f"out-{engine}-{plan}")), engine=engine,

@@ -81,7 +81,7 @@ def _calls(key) -> pd.DataFrame:
     })  # fmt: skip
 
 
-@pytest.mark.parametrize("plan", ["explode", "vector", "dyadic"])
+@pytest.mark.parametrize("plan", ["explode", "vector"])
 def test_one_integer_key_is_grouped_by_itself_with_the_windows_of_a_text_key(spark, tmp_path, plan):
     from spark_jobs.run import compute
 

@@ -1,4 +1,4 @@
-"""The plans of the Spark job (explode, range update, dyadic blocks, vector) against the oracle and the Python plan.
+"""The plans of the Spark job (explode, vector) against the oracle and the Python plan.
 
 Random small streams: short and long calls, point events, ω mod β = 0 and ≠ 0, small and large TTP,
 several keys with a null key, null values, every series start. Each key's rows arrive in end order
@@ -144,8 +144,6 @@ def _same(got: dict, want: dict) -> None:
     [
         ("explode", ALL_AGGS, True),
         ("explode", ALL_AGGS, False),
-        ("range", RANGE_AGGS, True),
-        ("dyadic", ALL_AGGS, True),
         ("vector", ALL_AGGS, False),
         ("vector", [*ALL_AGGS, "occupancy", "erlang"], True),  # hashed ids; the time inside windows
         ("parquet", [*ALL_AGGS, "occupancy", "erlang"], False),  # vector's tasks read the row groups themselves
@@ -177,7 +175,7 @@ def test_plans_agree_with_the_python_plan_on_a_worked_example(spark, tmp_path):
     # Call 3 [1,30) arrives at 30: it counts in [20,30) and [25,35) and misses the five from [-5,5) to [15,25).
     expected_a = {0: 2, 5: 2, 20: 1, 25: 1}
     results = {}
-    plans = ("python", "explode", "range", "dyadic", "vector", "parquet")
+    plans = ("python", "explode", "vector", "parquet")
     for plan in plans:
         results[plan] = _plan_output(spark, tmp_path, frame, (10, 5), 0, "earliest", RANGE_AGGS, plan)
         windows, late = results[plan]
@@ -285,7 +283,7 @@ def test_distinct_keys_read_on_the_driver_are_spark_s_and_the_plans_give_the_sam
         assert known is not None and sorted(map(tuple, distinct), key=repr) == sorted(known, key=repr)
         assert parquet_key_values(prepared, keys, 1) is not None and len(parquet_key_values(prepared, keys, 1)) == 2
         windows = {}
-        for plan in ("vector", "dyadic", "explode", "python"):  # python: no key ids, the reference
+        for plan in ("vector", "explode", "python"):  # python: no key ids, the reference
             ids = plan != "python" and keys != ["site"]  # the python plan and one integer key use no key ids
             for source in ("driver", "spark", "collision") if ids else ("driver",):
                 run = RunConfig(cfg.inputs, cfg.events, query, spark=SparkOptions(plan=plan))
@@ -333,7 +331,7 @@ def test_integer_sums_bounded_by_the_parquet_footers_are_plain_sums_and_stay_exa
         prepared = load(spark, cfg)
         assert {c.name for c in _partials(prepared.aggregates(query), prepared)[1]} == columns, name
         windows = {}
-        for plan in ("explode", "range", "dyadic", "vector", "python"):
+        for plan in ("explode", "vector", "python"):
             run = RunConfig(cfg.inputs, cfg.events, query, spark=SparkOptions(plan=plan))
             windows[plan] = sorted(map(tuple, compute(spark, run).windows.collect()), key=repr)
         assert len({tuple(w) for w in windows.values()}) == 1 and windows["python"], name

@@ -42,7 +42,8 @@ __all__ = [
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 EVENTS_COLUMN = "__events"  # hidden count used to skip empty windows
 # --plan: how the Spark job computes (spark_jobs.plans)
-PLANS = ("auto", "explode", "range", "dyadic", "vector", "python")
+PLANS = ("auto", "explode", "vector", "python")
+RETIRED_PLANS = ("range", "dyadic")  # retired 2026-11-27: vector's compiled kernel does their range updates
 INPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 
 CORRUPT_RECORD = "_corrupt_record"  # where a JSON reader keeps a line it could not parse
@@ -225,9 +226,12 @@ class SparkOptions:
 
     master: str | None = None  # None: spark-submit's, else local[*]
     partitions: int | None = None  # shuffle partitions (default: 2 per core)
-    plan: str = "auto"  # one of PLANS: auto, explode, range, dyadic (JVM plans), vector (numpy) or python
+    plan: str = "auto"  # one of PLANS: auto, explode (in the JVM), vector (the compiled kernel) or python
 
     def __post_init__(self) -> None:
+        if self.plan in RETIRED_PLANS:
+            raise UsageError(f"--plan {self.plan} was retired: --plan vector does its range updates in the compiled"
+                             " kernel, faster (or leave --plan auto)")  # fmt: skip
         if self.plan not in PLANS:
             raise UsageError(f"bad --plan {self.plan!r}: use {', '.join(PLANS[:-1])} or {PLANS[-1]}")
 
@@ -309,9 +313,9 @@ class RunConfig:
         """The job of flat parameters as ``parameters`` gives them (summary.json); those left out take their defaults.
 
         >>> cfg = RunConfig.from_parameters({"inputs": ["calls.csv"], "start": "s", "end": "e", "range": 900,
-        ...                                  "slide": 300, "ttp": 0, "plan": "range"})
+        ...                                  "slide": 300, "ttp": 0, "plan": "vector"})
         >>> cfg.query.spec.range, cfg.spark.plan, RunConfig.from_parameters(cfg.parameters()) == cfg
-        (900, 'range', True)
+        (900, 'vector', True)
         """
         unknown = sorted(set(parameters) - set(PARAMETERS))
         if unknown:

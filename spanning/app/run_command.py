@@ -66,12 +66,12 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", default="spanning-output", help="output folder (default spanning-output)")
     p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format (default parquet)")
     p.add_argument("--engine", default="spark", choices=["spark", "local"], help="spark (default) or local (pandas)")
-    p.add_argument("--plan", default="auto", choices=PLANS,
+    p.add_argument("--plan", default="auto", metavar="{" + ",".join(PLANS) + "}",
                    help="Spark: how the windows are computed: auto (default: by the aggregates and the windows "
-                   "per event, told in summary.json); explode (each event into its windows), range (difference "
-                   "arrays: counts, sums, means) or dyadic (power-of-two blocks), all in the JVM; vector (numpy "
-                   "over Arrow, one pass per key: counts, sums, means, min, max; best from about 8 windows per "
-                   "event); python (mapInPandas: every technique and aggregate)")  # fmt: skip
+                   "per event, told in summary.json); explode (each event into its windows, in the JVM); vector "
+                   "(each task reduces its rows to window partials with the compiled kernel: counts, sums, means, "
+                   "min, max, distinct counts, quantiles, occupancy, erlang); python (mapInPandas: every technique "
+                   "and aggregate)")  # fmt: skip
     p.add_argument("--empty-windows", default="skip", choices=["skip", "emit"], help="write windows with no event?")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an output folder that spanning wrote, once the new output is complete")  # fmt: skip
