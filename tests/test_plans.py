@@ -106,7 +106,8 @@ def _read_side_output(spark, tmp_path, frame, cfg, begin) -> tuple[dict, dict]:
     from spark_jobs.prepare import load
 
     path = tmp_path / "groups.parquet"
-    frame.astype({"v": "Int64", "f": "Float64"}).to_parquet(path, index=False, row_group_size=3)
+    # a text key even when every drawn key is null (else Parquet's null type: not a plain column to read)
+    frame.astype({"v": "Int64", "f": "Float64", "cell": "string"}).to_parquet(path, index=False, row_group_size=3)
     cfg = RunConfig(InputFiles([str(path)]), cfg.events, cfg.query, engine="spark")
     prepared = load(spark, cfg)
     plan = read_plan(prepared, cfg)

@@ -186,7 +186,7 @@ def run_cells(codes, first, last, n_keys, dense_limit):
     for c in range(n_keys):
         if high[c] >= low[c]:
             spans[c] = high[c] - low[c] + 1
-            total += spans[c]
+            total = min(total + spans[c], dense_limit + 1)  # past the limit is enough to know (and never wraps)
     cell_first = np.empty(n, np.int64)
     if total <= dense_limit:
         base = np.empty(n_keys, np.int64)
