@@ -19,7 +19,15 @@ from typing import Any
 import numpy as np
 
 from spanning.aggregates.columns import INT64_MAX, INT64_MIN, BatchColumns, SumOverflowError, nullable
-from spanning.kernels.ranges import explode, range_count, range_max, range_min, range_sum_float, range_sum_int
+from spanning.kernels.ranges import (
+    explode,
+    extreme_sentinel,
+    range_count,
+    range_max,
+    range_min,
+    range_sum_float,
+    range_sum_int,
+)
 
 __all__ = ["ArgExtremeArrays", "CountArrays", "ExtremeArrays", "ExtremeCountArrays", "MeanArrays", "StdDevArrays",
            "SumArrays"]  # fmt: skip
@@ -156,13 +164,6 @@ def _numbers(values: np.ndarray) -> np.ndarray:
     return values.astype(np.float64 if values.dtype.kind == "f" else np.int64, copy=False)
 
 
-def _sentinel(values: np.ndarray, largest: bool) -> object:
-    """A value no other beats: the start of a window's max (min) before any event."""
-    if values.dtype.kind == "f":
-        return -np.inf if largest else np.inf
-    return INT64_MIN if largest else INT64_MAX
-
-
 def _ascending(values: np.ndarray, largest: bool) -> np.ndarray:
     """Values mapped so that the better one is larger: bitwise not ~v = -v - 1 for integers (-v wraps at -2^63)."""
     if largest:
@@ -181,7 +182,7 @@ def _extreme_partials(cols: BatchColumns, column: str, largest: bool, first: np.
     """(best value, present) per window: the max (min) of ``column`` over the window's events."""
     values, first, last = _kept(cols.valid(column), cols.values(column), first, last)
     values = _numbers(values)
-    sentinel = _sentinel(values, largest)
+    sentinel = extreme_sentinel(values.dtype, largest)
     best = (range_max if largest else range_min)(first, last, n, values, sentinel)
     if len(values) and (values.min() if largest else values.max()) == sentinel:
         present = range_count(first, last, n) > 0  # a value equal to the sentinel (e.g. -2^63 for max)

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spanning.kernels.compiled import dense_codes, first_rows, run_cells
+from spanning.kernels.compiled import dense_codes, first_rows, run_cells, run_sums_int
 from spanning.kernels.ranges import (
+    extreme_sentinel,
     range_count,
     range_max,
     range_min,
     range_sum_float,
-    range_sum_int,
     window_occupancy,
 )
 
@@ -95,27 +95,18 @@ def aggregate_runs(
         has = None if has is None else np.asarray(has, bool)
         low, high = (cell_first, cell_last) if has is None else (cell_first[has], cell_last[has])
         taken = column if has is None else column[has]
-        if merge == "sum" and column.dtype.kind in "iub":  # exact in int64 (callers split wide sums)
-            merged = range_sum_int(low, high, cells, taken.astype(np.int64))
+        if merge == "sum" and column.dtype.kind in "iub":  # exact modulo 2^64: callers split wide sums
+            merged = run_sums_int(low, high, cells, np.ascontiguousarray(taken, np.int64))
         elif merge == "sum":
             merged = range_sum_float(low, high, cells, taken)
         else:
             kind = np.float64 if column.dtype.kind == "f" else np.int64
             extreme = range_max if merge == "max" else range_min
-            merged = extreme(low, high, cells, taken.astype(kind), _identity(merge, np.dtype(kind)))
+            merged = extreme(low, high, cells, taken.astype(kind), extreme_sentinel(kind, merge == "max"))
         values.append(kept(merged))
         present.append(None if has is None else kept(range_count(low, high, cells)) > 0)
     run_row = cell_first if live is None else np.cumsum(covering > 0)[cell_first] - 1
     return RunWindows(key_row[kept(cell_code)], kept(cell_window), values, present, run_row)
-
-
-def _identity(merge: str, dtype: np.dtype):
-    if merge == "sum":
-        return dtype.type(0)
-    if dtype.kind == "f":
-        return dtype.type(-np.inf if merge == "max" else np.inf)
-    info = np.iinfo(dtype)
-    return info.min if merge == "max" else info.max
 
 
 def key_codes(arrays: Sequence) -> np.ndarray:

@@ -21,7 +21,7 @@ from spanning.kernels import compiled
 
 __all__ = [
     "range_count", "range_sum_int", "range_sum_float", "explode", "window_occupancy", "range_max", "range_min",
-    "union_runs", "sorted_members", "runs_within",
+    "extreme_sentinel", "union_runs", "sorted_members", "runs_within",
 ]  # fmt: skip
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -120,6 +120,14 @@ def range_min(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.nd
     [-9223372036854775808, -9223372036854775808, 7]
     """
     return _range_extreme(first, last, n_windows, values, sentinel, False)
+
+
+def extreme_sentinel(dtype: np.dtype, largest: bool) -> np.generic:
+    """A value no other beats, the start of a window's max (``largest``) or min before any event: ∓inf for
+    floats, the int64 bounds for integers (the two dtypes the extreme kernels take)."""
+    if np.dtype(dtype).kind == "f":
+        return np.float64(-np.inf if largest else np.inf)
+    return np.int64(_INT64_MIN if largest else _INT64_MAX)
 
 
 def _range_extreme(first, last, n_windows, values, sentinel, largest: bool) -> np.ndarray:
