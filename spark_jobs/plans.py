@@ -42,12 +42,14 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
 from spanning.aggregates import ResultKind, SqlFunction, SumOverflowError, parse_aggregate
+from spanning.app.files import Inputs
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, WindowQuery, key_column
 from spanning.engines.parquet_partials import COUNTS, ReadPlan, pieces
 from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
@@ -64,6 +66,8 @@ from spark_jobs.prepare import (
     Prepared,
     TimesSample,
     as_read,
+    local_input_bytes,
+    parquet_times_sample,
     quoted,
     valid_column,
 )
@@ -77,6 +81,10 @@ LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row c
 # Parquet bytes from which auto lets vector's tasks read the files: a guess, not measured (below it the Python
 # workers' start is not paid back); from 31 MB (3M rows) up it was measured faster (docs/BENCHMARKS.md, issue 30)
 READ_SIDE_FROM = 8 * 2**20
+# the partials vector's tasks hand the JVM, at most, for spanning run to start it with its quick compiler alone: a
+# judgement between two measurements of 2026-11-27 at 30M rows, 15m/1m (docs/BENCHMARKS.md): 1.9M partials (a hot
+# key) ran 6 s faster with C1 alone, 40M (10k keys) twice as slow
+QUICK_COMPILER_PARTIALS = 5_000_000
 TASKS_PER_CORE = 2  # the read-side tasks of vector (parquet_window_job): each takes its share of the pieces
 CHUNK_ROWS = 1 << 20  # events a vector task reduces at once: bounds a worker's memory, whatever a key holds
 KEY_ID, MAX_KEY_IDS = "_id", 50_000  # group by a long id per key when there are at most this many keys
@@ -178,7 +186,7 @@ def windows_per_event(cfg: RunConfig, sample: DataFrame | TimesSample) -> float:
     """Mean number of windows an event overlaps, over a sample of the events: a DataFrame of _start and _end,
     or those arrays read on the driver (``prepare.parquet_times_sample``), with the same arithmetic in numpy."""
     if isinstance(sample, tuple):
-        starts, ends = sample
+        starts, ends = sample[:2]
         if len(starts) == 0:
             return 0.0
         spec = cfg.query.spec  # its window arithmetic works on arrays as on numbers
@@ -361,39 +369,88 @@ def _window_rows(windows: DataFrame, cfg: RunConfig, keys: list[str], outputs: d
 _READ_KEYS = (pa.types.is_signed_integer, pa.types.is_string, pa.types.is_large_string)
 
 
-def read_plan(prepared: Prepared, cfg: RunConfig) -> ReadPlan | None:
-    """What ``vector``'s tasks need to read the Parquet input themselves (``parquet_window_job``), or None when
-    the input or a column is not plain enough for that: local Parquet files of one schema, ``--start`` and
-    ``--end`` columns (no expression, no ``--duration``) both timestamps with a zone or both integers, keys that
-    are integer or text columns, aggregated columns of integers or floats, and a series start from each key's
-    earliest event or a fixed time (``first`` needs the key's first event in end order). Of the time inside
-    windows (``WindowQuery.per_window_aggregates``), the tasks compute what vector does (``VECTOR_PER_WINDOW``)."""
+def footer_readable(schema: pa.Schema, cfg: RunConfig) -> bool:
+    """Whether the columns of local Parquet files of ``schema`` are plain enough for ``vector``'s tasks to read
+    them (``read_plan``), from the footer and the query alone: ``--start`` and ``--end`` columns (no expression,
+    no ``--duration``) both timestamps with a zone or both integers, keys that are integer or text columns,
+    aggregated columns of integers or floats, and a series start from each key's earliest event or a fixed time
+    (``first`` needs the key's first event in end order). Of the time inside windows
+    (``WindowQuery.per_window_aggregates``), the tasks compute what vector does (``VECTOR_PER_WINDOW``)."""
     fields, query = cfg.events, cfg.query
-    schema = prepared.inputs.parquet_schema if prepared.local_parquet and prepared.inputs else None
-    if schema is None or fields.duration is not None or fields.point_events or query.series_start == "first":
-        return None
+    if fields.duration is not None or fields.point_events or query.series_start == "first":
+        return False
     if any(a not in VECTOR_PER_WINDOW for a in query.per_window_aggregates):
-        return None
+        return False
     types = {f.name: f.type for f in schema}
     times = [types.get(fields.start), types.get(fields.end)]
     if None in times or not (all(pa.types.is_timestamp(t) and t.tz is not None and t.unit in ("ms", "us")
                                  for t in times)  # as Spark reads them (prepare.parquet_footer_schema)
                              or all(pa.types.is_signed_integer(t) for t in times)):  # fmt: skip
+        return False
+    if not all(k in types and any(test(types[k]) for test in _READ_KEYS) for k in fields.keys):
+        return False
+    return all(_read_value_kind(types.get(name)) is not None for name in query.value_columns)
+
+
+def _read_value_kind(kind: pa.DataType | None) -> str | None:
+    """How ``vector``'s tasks read a value column of Parquet type ``kind``: "integer", "float", or None (not)."""
+    if kind is not None and pa.types.is_signed_integer(kind):
+        return "integer"
+    if kind is not None and pa.types.is_floating(kind) and not pa.types.is_float16(kind):
+        return "float"
+    return None
+
+
+def jvm_merge_is_small(cfg: RunConfig, inputs: Inputs) -> bool:
+    """Whether the JVM's share of ``cfg`` over ``inputs`` is only a small merge and write, as far as the files
+    tell before Spark starts: ``vector``'s tasks will read the Parquet row groups (``choose_plan`` and
+    ``read_plan``), and the partials they hand the JVM are estimated at most ``QUICK_COMPILER_PARTIALS``
+    (``partials_per_event`` on a task's piece of the first rows). ``spanning run`` then starts the JVM with its
+    quick compiler alone (``spark_jobs.session.get_session``)."""
+    plan, size = cfg.spark.plan, local_input_bytes(inputs)
+    if plan not in ("auto", "vector") or python_only(cfg) or sketches_or_sets(cfg) or cfg.query.windows:
+        return False
+    if inputs.format != "parquet" or inputs.parquet_schema is None or size is None:
+        return False
+    if (plan == "auto" and size < READ_SIDE_FROM) or not footer_readable(inputs.parquet_schema, cfg):
+        return False
+    sample = parquet_times_sample(inputs, cfg.events, CHUNK_ROWS, with_keys=True)
+    rows = sum(pq.ParquetFile(path).metadata.num_rows for path in inputs.files)
+    return sample is not None and partials_per_event(cfg, sample) * rows <= QUICK_COMPILER_PARTIALS
+
+
+def partials_per_event(cfg: RunConfig, sample: TimesSample) -> float:
+    """The partials per (key, window) that a task reducing ``sample`` (starts, ends, key groups) would hand on,
+    per event: each key's span of windows, from its first event's first window to its last event's last (an
+    upper bound: a span may have gaps)."""
+    import pandas as pd
+
+    starts, ends, groups = sample
+    if len(starts) == 0:
+        return 0.0
+    spec = cfg.query.spec
+    runs = pd.DataFrame({"key": groups, "a": spec.first_window_ending_after(starts),
+                         "b": spec.last_window_starting_before(event_ends(starts, ends))})  # fmt: skip
+    spans = runs.groupby("key").agg(a=("a", "min"), b=("b", "max"))
+    return float((spans["b"] - spans["a"] + 1).sum()) / len(starts)
+
+
+def read_plan(prepared: Prepared, cfg: RunConfig) -> ReadPlan | None:
+    """What ``vector``'s tasks need to read the Parquet input themselves (``parquet_window_job``), or None when
+    the input or a column is not plain enough for that (``footer_readable``), or a key is an expression."""
+    fields, query = cfg.events, cfg.query
+    schema = prepared.inputs.parquet_schema if prepared.local_parquet and prepared.inputs else None
+    if schema is None or not footer_readable(schema, cfg) or prepared.keys != list(fields.keys):
         return None
-    if prepared.keys != list(fields.keys) or not all(
-            k in types and any(test(types[k]) for test in _READ_KEYS) for k in fields.keys):  # fmt: skip
-        return None
+    types = {f.name: f.type for f in schema}
     if prepared.result_types:
         return None
     values = {}
     for name, internal in prepared.values.items():
-        kind = types.get(name)
-        if kind is not None and pa.types.is_signed_integer(kind):
-            values[name] = (internal, "integer")
-        elif kind is not None and pa.types.is_floating(kind) and not pa.types.is_float16(kind):
-            values[name] = (internal, "float")
-        else:
+        kind = _read_value_kind(types.get(name))
+        if kind is None:
             return None
+        values[name] = (internal, kind)
     _, columns = _partials({**prepared.aggregates(query), EVENTS_COLUMN: "count"}, prepared, query)
     series = None if query.series_start == "earliest" else int(query.series_start)
     return ReadPlan(fields.start, fields.end, fields.time_unit, list(fields.keys), values, query.range, query.slide,
@@ -407,8 +464,6 @@ def parquet_window_job(spark, prepared: Prepared, cfg: RunConfig, plan: ReadPlan
     ``spanning.engines.parquet_partials`` (no row enters the JVM); the partials merge per (key, window) and are
     lowered as ``jvm_window_job``'s, and ``counts`` observes the rows read, rejected and late on the way.
     """
-    import pyarrow.parquet as pq
-
     keys = prepared.keys
     outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     parts, columns = _partials(outputs, prepared, cfg.query)  # the same columns as ``plan.partials``

@@ -520,14 +520,16 @@ def value_bounds(prepared: Prepared, columns: list[str]) -> dict[str, ValueBound
             for name, (biggest, no_nulls) in found.items()}  # fmt: skip
 
 
-TimesSample = tuple[np.ndarray, np.ndarray]  # starts and ends in chronons, read on the driver
+TimesSample = tuple[np.ndarray, ...]  # starts and ends in chronons, read on the driver (and key group numbers)
 
 
-def parquet_times_sample(inputs: Inputs | None, fields: EventFields, limit: int) -> TimesSample | None:
+def parquet_times_sample(inputs: Inputs | None, fields: EventFields, limit: int,
+                         with_keys: bool = False) -> TimesSample | None:  # fmt: skip
     """Starts and ends (chronons) of the first ``limit`` rows of a local Parquet input, read on the driver (pyarrow,
     no Spark job), when ``--start`` and ``--end`` or ``--duration`` are plain timestamp or integer columns; else None.
+    ``with_keys``: a third array, each row's key as a group number (``--key`` columns that are plain names).
 
-    For the planner's estimate of windows per event only: rows the job would reject are skipped, not reported.
+    For the planner's estimates only: rows the job would reject are skipped, not reported.
     """
     if inputs is None or inputs.format != "parquet" or local_input_bytes(inputs) is None or fields.point_events:
         return None
@@ -535,13 +537,14 @@ def parquet_times_sample(inputs: Inputs | None, fields: EventFields, limit: int)
     import pyarrow.compute as pc
 
     names = [fields.start, fields.end if fields.duration is None else fields.duration]
+    keys = list(fields.keys) if with_keys else []
     per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
     chronon = 1_000 if fields.time_unit == "ms" else 1
-    batch = _first_rows(inputs.files[0], names, limit)
+    batch = _first_rows(inputs.files[0], list(dict.fromkeys([*names, *keys])), limit)
     if batch is None:
         return None
     values = []
-    for column in batch.columns:
+    for column in [batch.column(name) for name in names]:
         if pa.types.is_timestamp(column.type):  # floor to chronons, as unix_seconds and unix_millis do
             ticks = pc.cast(column, pa.timestamp(column.type.unit), safe=False).cast(pa.int64())
             values.append(np.floor_divide(ticks.to_numpy(zero_copy_only=False).astype("float64"),
@@ -552,7 +555,15 @@ def parquet_times_sample(inputs: Inputs | None, fields: EventFields, limit: int)
             return None
     starts, ends = values[0], values[1] if fields.duration is None else values[0] + values[1]
     usable = np.isfinite(starts) & np.isfinite(ends) & (ends >= starts)
-    return starts[usable].astype(np.int64), ends[usable].astype(np.int64)
+    sample = starts[usable].astype(np.int64), ends[usable].astype(np.int64)
+    if not with_keys:
+        return sample
+    import pandas as pd
+
+    if not keys:
+        return *sample, np.zeros(len(sample[0]), np.int64)
+    frame = pd.DataFrame({str(i): batch.column(k).to_pandas() for i, k in enumerate(keys)})[usable]
+    return *sample, frame.groupby(list(frame.columns), dropna=False).ngroup().to_numpy(np.int64)
 
 
 def _first_rows(path: str, columns: list[str], limit: int):

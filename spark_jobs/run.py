@@ -28,6 +28,7 @@ from spark_jobs.plans import (
     MAX_KEY_IDS,
     Choice,
     choose_plan,
+    jvm_merge_is_small,
     jvm_window_job,
     key_ids,
     late_flag,
@@ -211,10 +212,12 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)  # mistakes before Spark starts
     check_plain_columns(cfg, inputs)
     size = local_input_bytes(inputs)
-    short = size is not None and size < QUICK_JIT_INPUT
+    # the JVM's quick compiler alone where the JVM's share of the work is small: a small input, or Parquet that
+    # vector's tasks read themselves into few partials (the JVM only merges and writes them; docs/BENCHMARKS.md)
+    quick = (size is not None and size < QUICK_JIT_INPUT) or jvm_merge_is_small(cfg, inputs)
     with Progress(quiet_off_terminal=True) as progress:  # on a terminal: what the seconds before the result go to
         progress(starting(cfg.spark.master))
-        spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, short_job=short)
+        spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, quick_compiler=quick)
         progress("reading the input and planning the windows")
         from spark_jobs.api import computed  # the job of spanning.spark.aggregate, over the files as read
 

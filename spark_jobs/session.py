@@ -117,13 +117,14 @@ def get_session(
     timezone: str = "UTC",
     verbose: bool = False,
     partitions: int | None = None,
-    short_job: bool = False,
+    quick_compiler: bool = False,
 ):
     """A SparkSession for spanning jobs (reused if one is active).
 
     When it starts the driver's JVM itself, it maps the class archive (``spark_jobs.class_archive``) if one was
-    built, and for a ``short_job`` (a small local input) it keeps the JVM to its quick compiler: the optimising
-    one's threads compete with the job for the cores and never pay off in a job of seconds (``docs/BENCHMARKS.md``).
+    built, and with ``quick_compiler`` it keeps the JVM to its quick compiler (C1): where the JVM's own work is
+    small (a small input, or Parquet that vector's tasks read), the optimising compiler's threads only compete
+    with the job for the cores (``docs/BENCHMARKS.md``).
     """
     java_version = check_java()
     import pyspark
@@ -148,7 +149,7 @@ def get_session(
         temp = jvm_temp_folder()
         options = ([] if verbose else [quiet_log_option()]) + class_archive.driver_options(java_version)
         options.append(f"-Djava.io.tmpdir={temp}")
-        if short_job and class_archive.is_hotspot(java_version):
+        if quick_compiler and class_archive.is_hotspot(java_version):
             options.append("-XX:TieredStopAtLevel=1")
     if options:  # for this launch only: a later session of this process chooses its own
         os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args(options, driver_memory())

@@ -185,3 +185,25 @@ def test_the_kernel_imported_from_a_zip_caches_beside_a_copy_on_disk(tmp_path):
         assert "engine.zip" in origin and module.startswith("spanning_kernel_") and counts.strip() == "[1, 1]"
     cached = list((tmp_path / "cache").rglob("*.nbi"))
     assert cached, list((tmp_path / "cache").rglob("*"))
+
+
+def test_the_read_side_s_warm_up_leaves_a_worker_s_first_piece_nothing_to_import():
+    """``parquet_partials.warm_up`` (what ``warm_python_workers`` runs in each Python worker) runs in a fresh
+    interpreter, and after it reducing a piece of rows imports no module that was not loaded already."""
+    code = (
+        "import sys, pyarrow as pa\n"
+        "from spanning.engines import parquet_partials as pp\n"
+        "pp.warm_up()\n"
+        "loaded = set(sys.modules)\n"
+        "plan = pp.ReadPlan('s', 'e', 's', ['k'], {'v': ('_v', 'integer')}, 900, 60, 0, 600, None,\n"
+        "                   [('_n', 'sum', 'one', None), ('_s', 'max', 'value', '_v')])\n"
+        "rows = pa.table({'k': [1, 2, 1], 's': pa.array([0, 10**6, 3 * 10**6], pa.timestamp('us', 'UTC')),\n"
+        "                 'e': pa.array([9 * 10**7, 2 * 10**6, 4 * 10**6], pa.timestamp('us', 'UTC')),\n"
+        "                 'v': [5, None, 7]})\n"
+        "partials, counts = pp.reduce_rows(rows, plan)\n"
+        "assert counts == (3, 0, 0) and partials.num_rows > 0, (counts, partials)\n"
+        "print(sorted(set(sys.modules) - loaded))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout

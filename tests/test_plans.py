@@ -252,6 +252,56 @@ def test_windows_per_event_from_parquet_rows_read_on_the_driver_equals_spark_s_s
     assert parquet_times_sample(input_files([str(path)]), expression, 10_000) is None
 
 
+def test_the_jvm_s_quick_compiler_only_where_vector_s_tasks_read_the_rows_into_few_partials(tmp_path, monkeypatch):
+    """``jvm_merge_is_small`` (decided before Spark starts): Parquet that vector's tasks read, whose partials per
+    (key, window) ``partials_per_event`` estimates as each key's span of windows, checked against the windows
+    enumerated one by one; CSV, an explicit other plan, an expression or a text value column never."""
+    import numpy as np
+
+    from spanning.app.files import input_files
+    from spark_jobs import plans
+    from spark_jobs.prepare import parquet_times_sample
+
+    rng = np.random.default_rng(5)
+    starts, n = rng.integers(0, 20_000, 3_000), 3_000
+    frame = pd.DataFrame({"cell": rng.integers(0, 7, n), "start": starts, "end": starts + rng.integers(0, 900, n),
+                          "bytes": rng.integers(0, 9, n), "name": "x"})  # fmt: skip
+    frame.loc[5, "end"] = frame.loc[5, "start"] - 1  # rejected by the job: not in the sample
+    path, csv = tmp_path / "calls.parquet", tmp_path / "calls.csv"
+    frame.to_parquet(path, index=False)
+    frame.to_csv(csv, index=False)
+    inputs = input_files([str(path)])
+
+    def cfg(plan="auto", keys=("cell",), aggregates=("count", "sum:bytes"), source=path):
+        return RunConfig.from_parameters(dict(inputs=[str(source)], output=str(tmp_path / "out"), range=900, slide=60,
+                                              ttp=600, start="start", end="end", keys=list(keys), plan=plan,
+                                              aggregates=list(aggregates)))  # fmt: skip
+
+    sample = parquet_times_sample(inputs, cfg().events, 10_000, with_keys=True)
+    spans = {}
+    for key, start, end in frame.drop(index=5)[["cell", "start", "end"]].itertuples(index=False):
+        windows = [k for k in range(-20, 400) if k * 60 < max(end, start + 1) and start < k * 60 + 900]
+        low, high = spans.get(key, (windows[0], windows[-1]))
+        spans[key] = (min(low, windows[0]), max(high, windows[-1]))
+    expected = sum(high - low + 1 for low, high in spans.values()) / (len(frame) - 1)
+    assert plans.partials_per_event(cfg(), sample) == pytest.approx(expected, rel=1e-12)
+    one_series = max(h for _, h in spans.values()) - min(low for low, _ in spans.values()) + 1  # no key
+    unkeyed = parquet_times_sample(inputs, cfg(keys=()).events, 10_000, with_keys=True)
+    assert plans.partials_per_event(cfg(keys=()), unkeyed) == pytest.approx(one_series / (len(frame) - 1), rel=1e-12)
+
+    assert not plans.jvm_merge_is_small(cfg(), inputs)  # a small file: auto does not read it in the tasks
+    monkeypatch.setattr(plans, "READ_SIDE_FROM", 0)
+    assert plans.jvm_merge_is_small(cfg(), inputs) and plans.jvm_merge_is_small(cfg("vector"), inputs)
+    monkeypatch.setattr(plans, "QUICK_COMPILER_PARTIALS", expected * len(frame) * 0.9)  # more partials than that
+    assert not plans.jvm_merge_is_small(cfg(), inputs)
+    monkeypatch.setattr(plans, "QUICK_COMPILER_PARTIALS", expected * len(frame) * 1.1)
+    assert plans.jvm_merge_is_small(cfg(), inputs)
+    assert not plans.jvm_merge_is_small(cfg("explode"), inputs)
+    assert not plans.jvm_merge_is_small(cfg(source=csv), input_files([str(csv)]))
+    assert not plans.jvm_merge_is_small(cfg(keys=("cell % 2",)), inputs)
+    assert not plans.jvm_merge_is_small(cfg(aggregates=("count", "count_distinct:name")), inputs)
+
+
 def test_distinct_keys_read_on_the_driver_are_spark_s_and_the_plans_give_the_same_windows(spark, tmp_path):
     """``parquet_key_values`` (pyarrow, no Spark job) gives the keys Spark's distinct gives, nulls included,
     for text and integer keys over several files; the key ids built from them give the windows of ids built
