@@ -69,6 +69,7 @@ from spark_jobs.prepare import (
     Prepared,
     csv_file_records,
     prepare,
+    quoted,
     read_input,
     valid_column,
 )
@@ -87,6 +88,7 @@ TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batch
 PAYLOAD = "_rows"  # packed rows: a bucket's rows as one Arrow IPC stream (packing_functions)
 PACKED = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(PAYLOAD, T.BinaryType())])
 PACK_ROWS = 1 << 20  # a task packs its rows per bucket at most this many at a time (memory bound)
+SPREAD_BATCHES = True  # stateful_rows: each batch's rows hashed over the cores before they are prepared
 STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "windows", "late", "rejected")  # per bucket
 
 
@@ -249,6 +251,10 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
     control = state / "control"
     control.mkdir(parents=True, exist_ok=True)
     kinds_file = state / KINDS_FILE
+    if SPREAD_BATCHES:  # a batch's rows over every core before the reader contract, not one task per file; hashed
+        # on the whole row, as the arrival number is (prepare), so a batch run again spreads its rows the same way
+        cores = spark.sparkContext.defaultParallelism
+        stream = stream.repartition(cores, *[quoted(c) for c in stream.columns])
     prepared = prepare(stream, cfg, csv=csv, kinds=kinds)
     if not kinds_file.exists():
         temp = kinds_file.with_suffix(".tmp")
@@ -664,7 +670,7 @@ def series_start_line(series_start: str) -> str:
 def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, progress: Any = print) -> dict:
     """Run ``spanning stream`` until its trigger ends it (available-now) or Ctrl-C; returns the summary."""
     from spanning.app.stream_command import stream_output
-    from spark_jobs.session import get_session, starting
+    from spark_jobs.session import get_session, starting, warm_python_workers
 
     stream_output(cfg, options, create=False)  # a harmful --output fails before Spark starts
     progress(series_start_line(str(cfg.query.series_start)))
@@ -682,6 +688,9 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
 
     waits(starting(cfg.spark.master))
     spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
+    # the Python workers started, the engine and the compiled kernel loaded, while the driver plans the stream
+    warm_python_workers(spark, ("numpy", "pandas", "pyarrow", "spanning.engines.open_windows",
+                                "spanning.kernels.compiled"))  # fmt: skip
     partitions = spark.conf.get("spark.sql.shuffle.partitions")  # the session's, given back at the end
     if cfg.spark.partitions is None and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         # one state partition per core (a new checkpoint keeps it): 66-73k events/s against 62-64k with two per
