@@ -88,7 +88,6 @@ TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batch
 PAYLOAD = "_rows"  # packed rows: a bucket's rows as one Arrow IPC stream (packing_functions)
 PACKED = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(PAYLOAD, T.BinaryType())])
 PACK_ROWS = 1 << 20  # a task packs its rows per bucket at most this many at a time (memory bound)
-SPREAD_BATCHES = True  # stateful_rows: each batch's rows hashed over the cores before they are prepared
 STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "windows", "late", "rejected")  # per bucket
 
 
@@ -251,10 +250,9 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
     control = state / "control"
     control.mkdir(parents=True, exist_ok=True)
     kinds_file = state / KINDS_FILE
-    if SPREAD_BATCHES:  # a batch's rows over every core before the reader contract, not one task per file; hashed
-        # on the whole row, as the arrival number is (prepare), so a batch run again spreads its rows the same way
-        cores = spark.sparkContext.defaultParallelism
-        stream = stream.repartition(cores, *[quoted(c) for c in stream.columns])
+    # a batch's rows over every core before the reader contract, not one task per file; hashed on the whole row, as
+    # the arrival number is (prepare), so a batch run again spreads its rows the same way
+    stream = stream.repartition(spark.sparkContext.defaultParallelism, *[quoted(c) for c in stream.columns])
     prepared = prepare(stream, cfg, csv=csv, kinds=kinds)
     if not kinds_file.exists():
         temp = kinds_file.with_suffix(".tmp")
