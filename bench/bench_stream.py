@@ -179,6 +179,7 @@ def report(result: dict) -> dict:
         "compute_seconds_median": _median(b["compute_seconds"] for b in steady),
         "write_seconds_median": _median(b["write_seconds"] for b in steady),
         "state_bytes_by_batch": state,
+        "state_written_by_batch": [b.get("state_written") for b in batches],
         "held_windows_by_batch": held,
         "late": result["summary"]["late"],
         "rows_dropped_by_spark": result["summary"]["rows_dropped_by_spark"],

@@ -7,9 +7,11 @@ The query (``streaming_rows``)::
     control stream (checkpoint/spanning/control/) ────────┘                           WithState (reduce_bucket)
 
 * **State.** Keys are hashed into a fixed number of buckets (recorded in the checkpoint). Each bucket is one
-  Spark group whose one state value holds the ``OpenWindows`` of all its keys (``spanning.engines.open_windows``):
-  per key its series, clock and open windows, so what it holds is bounded by its open windows. One Spark
-  group per key would cost a JVM round trip per key and batch.
+  Spark group, and its ``OpenWindows`` (``spanning.engines.open_windows``: per key its series, clock and open
+  windows, so what it holds is bounded by its open windows) is kept in the checkpoint as a snapshot and the
+  changed keys of each batch since (``spark_jobs.bucket_store``): a batch writes the keys it changed, not the
+  bucket. Spark's state value per bucket says which files make it. One Spark group per key would cost a JVM
+  round trip per key and batch.
 * **Semantics** are those of ``spanning run`` (docs/SEMANTICS.md): within a micro-batch each key's events are
   taken in end order, each key has its own clock, a window is released once that clock passes its end + TTP,
   and an event that overlaps released windows goes to ``late/`` with ``windows_missed``.
@@ -60,6 +62,7 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_colum
 from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions
 from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, tzinfo
+from spark_jobs.bucket_store import STORE_FOLDER, Version, new_stream_id
 from spark_jobs.prepare import (
     END,
     REASON,
@@ -80,7 +83,10 @@ BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_f
 JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made for
 OPERATOR = "applyInPandasWithState"  # job.json's "operator": the Spark stateful step whose state the checkpoint holds
 OLDER_OPERATOR = "transformWithStateInPandas"  # that of checkpoints made before 2026-11-26 (refused: other state)
-BUCKET_STATE = T.StructType([T.StructField("state", T.BinaryType())])  # a bucket's OpenWindows.to_bytes
+# Spark's value per bucket: which files of the bucket store make its state (spark_jobs.bucket_store.Version)
+BUCKET_STATE = T.StructType([T.StructField(name, T.LongType()) for name in Version._fields])
+STATE_STORE = "bucket files"  # job.json's "state": where the open windows are (checkpoint/spanning/buckets/)
+OLDER_STATE_STORE = "spark"  # that of checkpoints made before 2026-11-27: each bucket whole in Spark's state store
 PROCESSOR = "python"  # job.json's "processor": the one processor (checkpoints of the removed "jvm" one are refused)
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
 FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
@@ -88,7 +94,8 @@ TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batch
 PAYLOAD = "_rows"  # packed rows: a bucket's rows as one Arrow IPC stream (packing_functions)
 PACKED = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(PAYLOAD, T.BinaryType())])
 PACK_ROWS = 1 << 20  # a task packs its rows per bucket at most this many at a time (memory bound)
-STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "windows", "late", "rejected")  # per bucket
+STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "state_written", "windows", "late",
+         "rejected")  # per bucket and batch
 
 
 @dataclass
@@ -112,7 +119,7 @@ def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt
         "aggregates": query.aggregates, "series_start": query.series_start, "keys": events.keys,
         "start": events.start, "end": events.end, "duration": events.duration, "point_events": events.point_events,
         "time_unit": events.time_unit, "buckets": options.buckets, "format": fmt, "schema": schema.json(),
-        "processor": PROCESSOR, "operator": OPERATOR, "timezone": events.timezone,
+        "processor": PROCESSOR, "operator": OPERATOR, "timezone": events.timezone, "state": STATE_STORE,
     }  # fmt: skip
 
 
@@ -127,11 +134,19 @@ def check_checkpoint(folder: Path, record: dict) -> None:
         saved = json.loads(path.read_text())
         saved.setdefault("processor", PROCESSOR)  # a checkpoint made before --processor existed
         saved.setdefault("operator", OLDER_OPERATOR)
+        saved.setdefault("state", OLDER_STATE_STORE)
         if saved["processor"] == PROCESSOR and saved["operator"] != OPERATOR:
             raise UsageError(
                 f"--checkpoint {folder.parent} holds its windows in the state of Spark's {saved['operator']}, which"
                 f" spanning stream no longer uses (it keeps them with {OPERATOR} since 2026-11-26,"
                 " docs/STREAMING.md): give a new --checkpoint (and --output), or go on with the earlier version"
+            )
+        if saved["processor"] == PROCESSOR and saved["state"] != STATE_STORE:
+            raise UsageError(
+                f"--checkpoint {folder.parent} holds each bucket's open windows whole in Spark's state store, which"
+                " spanning stream no longer uses (since 2026-11-27 a batch writes only the keys it changes, under"
+                f" {folder / STORE_FOLDER}, docs/STREAMING.md): give a new --checkpoint (and --output), or go on with"
+                " the earlier version"
             )
         if saved["processor"] != PROCESSOR:
             raise UsageError(
@@ -272,8 +287,9 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
     specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     internal = {aggregates[name]: spec for name, spec in specs.items()}  # the processor's column -> aggregate
     out_schema = _output_schema(prepared, internal, originals)
+    store = state / STORE_FOLDER
     processor = _processor(prepared, cfg, list(rows.columns), (internal, originals, aggregates[EVENTS_COLUMN]),
-                           out_schema)  # fmt: skip
+                           out_schema, (str(store.resolve()), new_stream_id(store)))  # fmt: skip
     packing = packing_functions()
     packed = rows.mapInArrow(packing.pack_rows, PACKED)
     out = packed.groupBy(BUCKET).applyInPandasWithState(processor, PACKED, BUCKET_STATE, "append", "NoTimeout")
@@ -346,8 +362,9 @@ def _output_schema(prepared: Prepared, aggregates: dict, originals: dict) -> T.S
 
 
 def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], internal: tuple[dict, dict, str],
-               schema: T.StructType) -> Any:  # fmt: skip
-    """The stateful processor: each bucket's ``OpenWindows``, fed a micro-batch of its rows."""
+               schema: T.StructType, store: tuple[str, str]) -> Any:  # fmt: skip
+    """The stateful processor: each bucket's ``OpenWindows``, fed a micro-batch of its rows; ``store``: the bucket
+    store's folder and the stream's id (``spark_jobs.bucket_store``)."""
     # the processor's aggregate columns -> their specs; input -> internal column; the hidden count of events
     specs, originals, events_column = internal
 
@@ -396,7 +413,7 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
 
     def reduce_bucket(key, rows, saved):
         """``applyInPandasWithState``'s function: one bucket's packed rows of a batch against its ``OpenWindows``
-        (``saved``: Spark's ``GroupState``, holding the bytes of ``OpenWindows.to_bytes``)."""
+        (``saved``: Spark's ``GroupState``, holding the bucket's ``Version`` in the bucket store)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -404,13 +421,14 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
         from spanning.engines.open_windows import OpenWindows
         from spanning.engines.params import ChunkColumns
         from spanning.kernels.windows import WindowSpec
+        from spark_jobs.bucket_store import NONE, BucketStore, Version
 
         names, aggs = build_aggregates(specs)
-        state = OpenWindows(WindowSpec(*window), aggs, names, keys, series_start,
-                            ChunkColumns(START, END, SEQ),
-                            skip_empty=events_column if skip_empty else None)  # fmt: skip
-        if saved.exists:
-            state.load_bytes(bytes(saved.get[0]))
+        bucket_store = BucketStore(*store, int(key[0]))
+        version = Version(*saved.get) if saved.exists else NONE
+        state = bucket_store.load(OpenWindows(WindowSpec(*window), aggs, names, keys, series_start,
+                                              ChunkColumns(START, END, SEQ),
+                                              skip_empty=events_column if skip_empty else None), version)  # fmt: skip
         batch = unpacked([blob for frame in rows for blob in frame.iloc[:, 1]], input_columns)
         is_control = pc.is_valid(batch.column(CONTROL))
         control = batch.filter(is_control).select([CONTROL, FLUSH]).to_pydict()
@@ -425,8 +443,8 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
         parts.append(("windows", windows))
         if any(control[FLUSH]):  # the end of an available-now run
             parts.append(("windows", state.flush()))
-        data = state.to_bytes()
-        saved.update((data,))
+        version, written = bucket_store.save(state, version)
+        saved.update(tuple(version))
         max_end = pc.max(accepted.column(END)).as_py()
         if fail_once and os.path.exists(fail_once[0]) and max_end is not None and max_end >= fail_once[1]:
             os.remove(fail_once[0])  # after the state update: Spark must not commit it
@@ -442,7 +460,8 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
                                    **{i: rejected.column(n) for n, i in originals.items()}}, "rejected",
                                   rejected.num_rows))  # fmt: skip
         stats = {"accepted": accepted.num_rows, "keys": state.n_keys, "held_windows": state.held_windows,
-                 "state_bytes": len(data), "max_end": max_end, "windows": released, "late": len(late),
+                 "state_bytes": version.snapshot_bytes + version.delta_bytes, "state_written": written,
+                 "max_end": max_end, "windows": released, "late": len(late),
                  "rejected": rejected.num_rows}  # fmt: skip
         out.append(columns_of({BUCKET: [int(key[0])], **{k: [v] for k, v in stats.items()}}, "stats", 1))
         yield packed_frame(int(key[0]), pa.concat_tables(out))
@@ -514,8 +533,10 @@ class BatchWriter:
         ends = [b["max_end"] for b in stats if b["max_end"] is not None]
         return {"rows_read": sum(b["accepted"] for b in stats) + counts["rejected"], **counts,
                 "max_end": max(ends) if ends else None, "compute_seconds": round(computed - began, 3),
+                "state_written": sum(b["state_written"] for b in stats),
                 "write_seconds": round(time.perf_counter() - computed, 3),
-                "buckets": {b: {k: v[k] for k in ("keys", "held_windows", "state_bytes")} for b, v in buckets.items()}}
+                "buckets": {b: {k: v[k] for k in ("keys", "held_windows", "state_bytes", "state_written")}
+                            for b, v in buckets.items()}}  # fmt: skip
 
     def _write_files(self, tables: dict, batch: DataFrame, batch_id: int) -> None:
         """Each non-empty output of a batch as ``kind/batch=N/``, renamed in whole: a batch run again after a crash

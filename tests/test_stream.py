@@ -269,6 +269,25 @@ def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle
     assert len(missed) > 0 and summary["late"] == len(missed)
 
 
+def test_a_batch_writes_the_open_windows_of_the_keys_it_changed_not_its_bucket(spark, tmp_path):
+    """State that follows the batch: with all 200 keys in one bucket, a batch of one key's calls writes that key's
+    open windows (the bucket store's delta), where a whole bucket's state would be 200 keys' worth."""
+    calls = clean_calls(1200, seed=3)
+    calls["cell"] = [f"cell-{i % 200}" for i in range(len(calls))]
+    ends = pd.to_datetime(calls["end"])
+    one_key = calls[(ends >= "2024-03-04 04:00") & (calls["cell"] == "cell-7")]
+    drop_files(tmp_path / "in", [calls[ends < "2024-03-04 04:00"], one_key])
+    assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
+                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--buckets", "1") == 0
+    first, second = (json.loads(p.read_text()) for p in sorted((tmp_path / "chk" / "spanning" / "batches").glob("*")))
+    assert first["rows_read"] > 500 and second["rows_read"] == len(one_key) > 0
+    assert first["state_written"] == first["buckets"]["0"]["state_bytes"] > 0, "the first batch: a snapshot"
+    held = first["buckets"]["0"]["state_bytes"]
+    assert 0 < second["state_written"] * 30 < held, f"one key's windows: {second['state_written']} of {held} bytes"
+    files = sorted(p.name for p in (tmp_path / "chk" / "spanning" / "buckets" / "0").iterdir())
+    assert files == ["delta-2", "snapshot-1"]
+
+
 def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_says_so(in_order, tmp_path, capsys):
     import shutil
 
@@ -291,6 +310,12 @@ def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_
                       "--master", "local[2]")  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "transformWithStateInPandas" in err and "new --checkpoint" in err and "Traceback" not in err
+    # a checkpoint made before 2026-11-27 (no "state": each bucket whole in Spark's state store) is refused too
+    (old / "spanning" / "job.json").write_text(json.dumps({k: v for k, v in record.items() if k != "state"}))
+    code = stream_cli(str(in_order / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(old), *QUERY,
+                      "--master", "local[2]")  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "whole in Spark's state store" in err and "new --checkpoint" in err and "Traceback" not in err
 
 
 def test_restart_with_other_windows_is_refused(in_order, capsys):

@@ -16,8 +16,9 @@ Two more ways to release windows, Scotty's ``processWatermark`` (Traub et al., �
 * ``flush()``: the end of the stream, every window that starts before its key's clock is released.
 
 What a key holds is bounded by its open windows, about (ω + δ) / β of them, however long the stream runs.
-The whole state round-trips through ``to_bytes`` / ``from_bytes`` (the streaming job keeps one per hash
-bucket of keys in Spark's state store).
+The whole state round-trips through ``to_bytes`` / ``load_bytes``; what changed since the last call round-trips
+through ``changes_to_bytes`` / ``apply_changes`` (the streaming job keeps, per hash bucket of keys, a snapshot
+and the changes of the batches since: ``spark_jobs.bucket_store``).
 
 >>> import pandas as pd
 >>> from spanning.engines.engine import build_aggregates
@@ -91,6 +92,7 @@ class OpenWindows:
         self.keys, self.series_start, self.columns = list(keys), series_start, columns or ChunkColumns()
         self.key_list: list[tuple] = []  # entry i <-> self.key_list[i]
         self.state = self._empty()
+        self.changed = np.zeros(0, dtype=bool)  # entry i changed since the last changes_to_bytes / load
 
     def _empty(self) -> OpenKeys:
         none = np.zeros(0, dtype=np.int64)
@@ -140,6 +142,7 @@ class OpenWindows:
         untouched = np.setdiff1d(np.arange(self.n_keys), entries[known])
         self.state = OpenKeys.concat([self.state.take(untouched), result.carried])
         self.key_list = [self.key_list[i] for i in untouched.tolist()] + group_keys
+        self.changed = np.r_[self.changed[untouched], np.ones(n_groups, dtype=bool)]
         windows = self._windows(result.window_group, key_columns, result.window_start, result.window_end,
                                 result.values)  # fmt: skip
         return windows, self._late(order[result.late_rows], result.windows_missed)
@@ -149,6 +152,7 @@ class OpenWindows:
         if not self.n_keys:
             return self._no_windows()
         advanced = replace(self.state, clock=np.maximum(self.state.clock, clock))
+        self.changed |= advanced.clock != self.state.clock
         result = release_open(self.spec, self.aggregates, advanced, carry="all")
         self.state = result.carried
         return self._key_windows(result)
@@ -162,6 +166,7 @@ class OpenWindows:
         after = np.maximum(self.state.first_open, (self.state.clock - o - 1) // s + 1)  # nothing open remains
         self.state = replace(self.state, first_open=after, lengths=np.zeros(self.n_keys, dtype=np.int64),
                              partials=[agg.identity_partials(0) for agg in self.aggregates])  # fmt: skip
+        self.changed[:] = True
         return self._key_windows(result)
 
     def _key_windows(self, result: Any) -> pd.DataFrame:
@@ -196,17 +201,55 @@ class OpenWindows:
     def _late(rows: np.ndarray, missed: np.ndarray) -> pd.DataFrame:
         return pd.DataFrame({"row": np.asarray(rows, dtype=np.int64), "windows_missed": np.asarray(missed, np.int64)})
 
+    @property
+    def n_changed(self) -> int:
+        """Keys changed since the last ``changes_to_bytes`` (or ``load_bytes``)."""
+        return int(self.changed.sum())
+
     def to_bytes(self) -> bytes:
-        """The whole state (keys, clocks, open windows' partials), for a state store."""
-        state = self.state
-        arrays = (state.k0, state.clock, state.first_open, state.lengths, state.partials)
-        return pickle.dumps((STATE_FORMAT, self.names, self.key_list, arrays), protocol=pickle.HIGHEST_PROTOCOL)
+        """The whole state (keys, clocks, open windows' partials), for a state store; the changes are taken."""
+        self._take_changes()
+        return self._entries_bytes(self.key_list, self.state)
 
     def load_bytes(self, data: bytes) -> None:
         """Take back a state written by ``to_bytes`` for the same query."""
+        self.key_list, self.state = self._entries(data)
+        self.changed = np.zeros(self.n_keys, dtype=bool)
+
+    def changes_to_bytes(self) -> bytes:
+        """The keys changed since the last call (or ``to_bytes``, ``load_bytes``), whole: what ``apply_changes``
+        brings a state as it was then to this one. The changed keys move behind the others, keeping their order,
+        so that the state here is entry for entry what ``apply_changes`` rebuilds."""
+        changed = self._take_changes()
+        return self._entries_bytes([self.key_list[i] for i in changed.tolist()], self.state.take(changed))
+
+    def apply_changes(self, data: bytes) -> None:
+        """The keys of ``changes_to_bytes`` in place of this state's entries for them, behind the others."""
+        key_list, changes = self._entries(data)
+        index = {key: i for i, key in enumerate(self.key_list)}
+        replaced = np.array([index.get(key, -1) for key in key_list], dtype=np.int64)
+        kept = np.setdiff1d(np.arange(self.n_keys), replaced[replaced >= 0])
+        self.state = OpenKeys.concat([self.state.take(kept), changes])
+        self.key_list = [self.key_list[i] for i in kept.tolist()] + list(key_list)
+        self.changed = np.zeros(self.n_keys, dtype=bool)
+
+    def _take_changes(self) -> np.ndarray:
+        """The changed entries' positions, once the entries are reordered unchanged first (a stable partition)."""
+        order = np.r_[np.flatnonzero(~self.changed), np.flatnonzero(self.changed)]
+        n_changed = self.n_changed
+        if n_changed and n_changed < self.n_keys:
+            self.state = self.state.take(order)
+            self.key_list = [self.key_list[i] for i in order.tolist()]
+        self.changed = np.zeros(self.n_keys, dtype=bool)
+        return np.arange(self.n_keys - n_changed, self.n_keys)
+
+    def _entries_bytes(self, key_list: list[tuple], state: OpenKeys) -> bytes:
+        arrays = (state.k0, state.clock, state.first_open, state.lengths, state.partials)
+        return pickle.dumps((STATE_FORMAT, self.names, key_list, arrays), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _entries(self, data: bytes) -> tuple[list[tuple], OpenKeys]:
         version, names, key_list, arrays = pickle.loads(data)  # noqa: S301 - our own state store, our own bytes
         if version != STATE_FORMAT or list(names) != self.names:
             raise StateFormatError(f"saved state of format {version} for aggregates {names} cannot be read here")
         k0, clock, first_open, lengths, partials = arrays
-        self.key_list = key_list
-        self.state = OpenKeys(np.zeros(len(k0), dtype=np.int64), k0, clock, first_open, lengths, partials)
+        return list(key_list), OpenKeys(np.zeros(len(k0), dtype=np.int64), k0, clock, first_open, lengths, partials)

@@ -1,0 +1,126 @@
+"""The stream's state store: each bucket's ``OpenWindows`` as a snapshot and the changes of the batches since.
+
+``spanning stream`` hashes keys into buckets (``spark_jobs.stream``). Spark's ``applyInPandasWithState`` holds one
+value per bucket and writes it whole whenever the bucket changes, so a batch that touched one key of ten thousand
+rewrote the bucket's every key. Here Spark's value per bucket is only a ``Version`` (four numbers); the windows are
+files of the stream's checkpoint, one folder per bucket (``CHECKPOINT/spanning/buckets/B/``):
+
+* ``snapshot-V``: the whole state after the bucket's V-th change (``OpenWindows.to_bytes``);
+* ``delta-V``: the keys the V-th change changed, whole (``OpenWindows.changes_to_bytes``).
+
+A batch writes the keys it changed, so what it writes follows its keys, not the state (``BucketStore.save``).
+Once the deltas since the snapshot add up to more than the snapshot, the next change writes a snapshot instead,
+so that a load reads at most about twice the state and writing stays within twice the changes.
+
+**Exactly once.** Spark commits a bucket's ``Version`` with the batch, and a file is written under a temporary
+name and renamed whole. A batch that fails, or runs again after a crash, is given the ``Version`` its first run was
+given and writes the same next version again, replacing the files of the run that did not commit. Files older
+than the last snapshot but one are removed when a snapshot is written: the committed version never needs them.
+
+**A worker keeps what it wrote.** A Python worker that wrote a bucket's version V keeps that ``OpenWindows``
+(``_HELD``), and the next batch given version V of that bucket goes on from it without reading a file. It is taken
+out while a batch uses it, so a batch that fails leaves nothing half-changed behind.
+
+The checkpoint folder must be one that the executors see at the same path as the driver (a local folder with
+``local[*]`` or on one machine, a shared mount on a cluster), as for the control files (docs/STREAMING.md).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from spanning.engines.open_windows import OpenWindows
+
+__all__ = ["BucketStore", "Version", "STORE_FOLDER", "new_stream_id"]
+
+STORE_FOLDER = "buckets"  # under CHECKPOINT/spanning/
+ID_FILE = "stream-id"  # in the store folder: the stream's identity (a worker keeps states per stream)
+_HELD: dict[tuple[str, int], tuple[int, OpenWindows]] = {}  # (stream id, bucket) -> (version, its state)
+
+
+class Version(NamedTuple):
+    """What Spark holds for a bucket: which files make its state."""
+
+    version: int  # changes written so far
+    snapshot: int  # the version of the last snapshot
+    delta_bytes: int  # bytes of the deltas written since that snapshot
+    snapshot_bytes: int  # bytes of that snapshot
+
+
+NONE = Version(0, 0, 0, 0)  # a bucket that has written nothing
+
+
+def new_stream_id(folder: Path) -> str:
+    """The stream's identity in its store folder, made once (a checkpoint made anew at the same path is another
+    stream: a worker must not go on from the states of the earlier one)."""
+    path = folder / ID_FILE
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{ID_FILE}.{os.getpid()}.tmp")
+        temp.write_text(os.urandom(16).hex())
+        os.replace(temp, path)
+    return path.read_text().strip()
+
+
+class BucketStore:
+    """One bucket's files (``folder``/``bucket``) in the stream ``stream_id``."""
+
+    def __init__(self, folder: str, stream_id: str, bucket: int) -> None:
+        self.folder, self.key = Path(folder) / str(bucket), (stream_id, bucket)
+
+    def load(self, empty: OpenWindows, saved: Version) -> OpenWindows:
+        """The bucket's state at ``saved``: the one this worker wrote, or ``empty`` filled from the files."""
+        held = _HELD.pop(self.key, None)
+        if held is not None and held[0] == saved.version:
+            return held[1]
+        if saved.version:
+            empty.load_bytes(self._read("snapshot", saved.snapshot))
+            for version in range(saved.snapshot + 1, saved.version + 1):
+                empty.apply_changes(self._read("delta", version))
+        return empty
+
+    def save(self, state: OpenWindows, saved: Version) -> tuple[Version, int]:
+        """The changes of ``state`` since ``saved`` as the next version: the new ``Version`` and the bytes written.
+        Nothing changed: nothing is written."""
+        if not state.n_changed:
+            _HELD[self.key] = (saved.version, state)
+            return saved, 0
+        version = saved.version + 1
+        whole = state.n_changed * 2 > state.n_keys or not saved.version  # a delta would be most of a snapshot
+        delta = None if whole else state.changes_to_bytes()
+        if delta is None or saved.delta_bytes + len(delta) > saved.snapshot_bytes:
+            data = state.to_bytes()  # a snapshot: the deltas since the last one would outweigh it
+            self._write("snapshot", version, data)
+            self._remove_before(saved.snapshot)
+            new = Version(version, version, 0, len(data))
+        else:
+            data = delta
+            self._write("delta", version, data)
+            new = Version(version, saved.snapshot, saved.delta_bytes + len(data), saved.snapshot_bytes)
+        _HELD[self.key] = (version, state)
+        return new, len(data)
+
+    def _path(self, kind: str, version: int) -> Path:
+        return self.folder / f"{kind}-{version}"
+
+    def _read(self, kind: str, version: int) -> bytes:
+        return self._path(kind, version).read_bytes()
+
+    def _write(self, kind: str, version: int, data: bytes) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        target = self._path(kind, version)
+        temp = self.folder / f".{target.name}.{os.getpid()}.tmp"
+        temp.write_bytes(data)
+        os.replace(temp, target)
+
+    def _remove_before(self, version: int) -> None:
+        """The files of versions before ``version`` (and temporaries a killed worker left of them)."""
+        for path in self.folder.iterdir():
+            try:
+                written = int(path.name.lstrip(".").split(".")[0].split("-")[1])
+            except (IndexError, ValueError):
+                continue
+            if written < version:
+                path.unlink(missing_ok=True)
