@@ -24,12 +24,13 @@ The query (``streaming_rows``)::
   control file that the next batch hands to every bucket (``OpenWindows.advance``). ``available-now`` ends
   with a control file that flushes every key, as ``spanning run`` does at the end of its input.
 * **Packed rows.** A task packs its rows per bucket into one row (the bucket, its rows as an Arrow IPC stream:
-  ``packing_functions``), and each bucket's output leaves the processor the same way, unpacked by ``BatchWriter`` on
-  the driver: a batch crosses the stateful step as a few rows each way (PySpark's ``transformWithStateInPandas``,
-  the step until 2026-11-26, handed its input to pandas row by row). The rows are not reduced before the exchange:
-  at 10 events per key and batch, partials per (key, window) would be 0.85-9 times as many as the rows from 3 to 60
-  windows per event (docs/STREAMING.md). One processor since 2026-11-26: the JVM micro-batch processor
-  (``--processor jvm``) was removed.
+  ``packing_functions``), and each bucket's output leaves the processor the same way, as an Arrow IPC file in the
+  checkpoint's ``outbox/`` that its one row names, read by ``BatchWriter`` on the driver, which empties the outbox
+  once the batch is written: a batch crosses the stateful step as a few rows each way (PySpark's
+  ``transformWithStateInPandas``, the step until 2026-11-26, handed its input to pandas row by row). The rows are
+  not reduced before the exchange: at 10 events per key and batch, partials per (key, window) would be 0.85-9 times
+  as many as the rows from 3 to 60 windows per event (docs/STREAMING.md). One processor since 2026-11-26: the JVM
+  micro-batch processor (``--processor jvm``) was removed.
 * **Outputs, exactly once.** ``foreachBatch`` takes each batch's rows to the driver as Arrow (one Spark
   action), writes its windows, late and rejected rows into temporary folders and renames each to
   ``windows/batch=N`` (``late/``, ``rejected/``) only when complete; a batch run again after a crash
@@ -94,6 +95,8 @@ TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batch
 PAYLOAD = "_rows"  # packed rows: a bucket's rows as one Arrow IPC stream (packing_functions)
 PACKED = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(PAYLOAD, T.BinaryType())])
 PACK_ROWS = 1 << 20  # a task packs its rows per bucket at most this many at a time (memory bound)
+OUTBOX = "outbox"  # in checkpoint/spanning/: each bucket's output of the batch running, an Arrow IPC file
+IN_OUTBOX = b"outbox:"  # a packed payload that names an outbox file instead of holding the rows
 STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "state_written", "windows", "late",
          "rejected")  # per bucket and batch
 
@@ -288,8 +291,9 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
     internal = {aggregates[name]: spec for name, spec in specs.items()}  # the processor's column -> aggregate
     out_schema = _output_schema(prepared, internal, originals)
     store = state / STORE_FOLDER
+    files = (str(store.resolve()), new_stream_id(store), str((state / OUTBOX).resolve()))
     processor = _processor(prepared, cfg, list(rows.columns), (internal, originals, aggregates[EVENTS_COLUMN]),
-                           out_schema, (str(store.resolve()), new_stream_id(store)))  # fmt: skip
+                           out_schema, files)  # fmt: skip
     packing = packing_functions()
     packed = rows.mapInArrow(packing.pack_rows, PACKED)
     out = packed.groupBy(BUCKET).applyInPandasWithState(processor, PACKED, BUCKET_STATE, "append", "NoTimeout")
@@ -310,7 +314,7 @@ def packing_functions() -> Packing:
     """The ``mapInArrow`` functions around the stateful step, and the encoding they share. Packed, a batch is a few
     rows each way through pandas (``transformWithStateInPandas``, the step until 2026-11-26, handed its input to
     pandas row by row: 60% of the Python workers' time at 1h/1m). Nested functions: they travel by value."""
-    bucket_name, payload, pack_rows_at = BUCKET, PAYLOAD, PACK_ROWS
+    bucket_name, payload, pack_rows_at, in_outbox = BUCKET, PAYLOAD, PACK_ROWS, IN_OUTBOX
 
     def encode(table) -> bytes:
         import pyarrow as pa
@@ -323,6 +327,9 @@ def packing_functions() -> Packing:
     def decode(blob):
         import pyarrow as pa
 
+        if blob[: len(in_outbox)] == in_outbox:  # the rows are in the outbox file it names
+            with open(blob[len(in_outbox) :].decode(), "rb") as file:
+                blob = file.read()
         return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
     def pack_rows(batches):
@@ -362,9 +369,9 @@ def _output_schema(prepared: Prepared, aggregates: dict, originals: dict) -> T.S
 
 
 def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], internal: tuple[dict, dict, str],
-               schema: T.StructType, store: tuple[str, str]) -> Any:  # fmt: skip
-    """The stateful processor: each bucket's ``OpenWindows``, fed a micro-batch of its rows; ``store``: the bucket
-    store's folder and the stream's id (``spark_jobs.bucket_store``)."""
+               schema: T.StructType, files: tuple[str, str, str]) -> Any:  # fmt: skip
+    """The stateful processor: each bucket's ``OpenWindows``, fed a micro-batch of its rows; ``files``: the bucket
+    store's folder, the stream's id (``spark_jobs.bucket_store``) and the outbox folder."""
     # the processor's aggregate columns -> their specs; input -> internal column; the hidden count of events
     specs, originals, events_column = internal
 
@@ -379,6 +386,7 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
     # bytes: a plain value in the closure (the zone only labels timestamps: the processor casts to it)
     schema_bytes = to_arrow_schema(schema, timezone="UTC").serialize().to_pybytes()
     encode, decode = packing_functions()[2:]
+    store, outbox = files[:2], files[2]
 
     def unpacked(blobs: list, names: list[str]):
         """The bucket's rows from the packed blobs (``pack_rows``), with the query's column names."""
@@ -406,10 +414,18 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
         return pa.Table.from_arrays(arrays, schema=out_schema)
 
     def packed_frame(bucket: int, table):
-        """One row for Spark: the bucket and its output as Arrow IPC (no per-row pandas conversion)."""
+        """One row for Spark: the bucket and the name of an outbox file holding its output as Arrow IPC. The
+        windows leave by the file: through Spark (Python to JVM rows, then Arrow to the driver) they took 0.6 s
+        of a 100k-row batch's 3 s at 15m/1m (docs/STREAMING.md)."""
+        import uuid
+
         import pandas as pd
 
-        return pd.DataFrame({BUCKET: [bucket], PAYLOAD: [encode(table)]})
+        os.makedirs(outbox, exist_ok=True)
+        path = os.path.join(outbox, f"{bucket}-{uuid.uuid4().hex}.arrow")  # a task run again writes another
+        with open(path, "wb") as file:
+            file.write(encode(table))
+        return pd.DataFrame({BUCKET: [bucket], PAYLOAD: [IN_OUTBOX + path.encode()]})
 
     def reduce_bucket(key, rows, saved):
         """``applyInPandasWithState``'s function: one bucket's packed rows of a batch against its ``OpenWindows``
@@ -482,6 +498,8 @@ class BatchWriter:
             shutil.rmtree(orphan, ignore_errors=True)  # it runs again from the checkpoint
         self.records = Path(job.options.checkpoint) / "spanning" / "batches"
         self.records.mkdir(parents=True, exist_ok=True)
+        self.outbox = Path(job.options.checkpoint) / "spanning" / OUTBOX
+        self._empty_outbox()  # a batch killed before it was written runs again, and writes its outbox again
         self.lock = threading.Lock()
         # read once: the batches of earlier runs (a batch run again replaces its record)
         saved = (json.loads(p.read_text()) for p in sorted(self.records.glob("*.json")))
@@ -528,6 +546,7 @@ class BatchWriter:
             tables[kind] = pa.table({name: rows.column(internal) for name, internal in columns.items()})
         counts = {kind: rows.num_rows for kind, rows in tables.items()}
         self.sink(tables, batch, batch_id)
+        self._empty_outbox()  # written: the next batch starts once this one returns, so no other file is wanted
         stats = table.filter(pc.equal(kinds, "stats")).select([BUCKET, *STATS]).to_pylist()
         buckets = {str(r[BUCKET]): r for r in stats}
         ends = [b["max_end"] for b in stats if b["max_end"] is not None]
@@ -591,6 +610,11 @@ class BatchWriter:
             seconds = pc.divide(table.column(internal).cast(pa.float64()), float(per_second))
             table = table.set_column(table.schema.get_field_index(internal), internal, seconds)
         return table
+
+    def _empty_outbox(self) -> None:
+        """The buckets' output files of the batch written, and any a failed task attempt left."""
+        for path in self.outbox.glob("*.arrow") if self.outbox.exists() else []:
+            path.unlink(missing_ok=True)
 
     @staticmethod
     def _save(path: Path, content: dict) -> None:

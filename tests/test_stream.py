@@ -286,6 +286,7 @@ def test_a_batch_writes_the_open_windows_of_the_keys_it_changed_not_its_bucket(s
     assert 0 < second["state_written"] * 30 < held, f"one key's windows: {second['state_written']} of {held} bytes"
     files = sorted(p.name for p in (tmp_path / "chk" / "spanning" / "buckets" / "0").iterdir())
     assert files == ["delta-2", "snapshot-1"]
+    assert not list((tmp_path / "chk" / "spanning" / "outbox").iterdir()), "each batch's output files, once written"
 
 
 def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_says_so(in_order, tmp_path, capsys):
