@@ -291,6 +291,7 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
     internal = {aggregates[name]: spec for name, spec in specs.items()}  # the processor's column -> aggregate
     out_schema = _output_schema(prepared, internal, originals)
     store = state / STORE_FOLDER
+    (state / OUTBOX).mkdir(exist_ok=True)  # once here, not per bucket and batch on the executors
     files = (str(store.resolve()), new_stream_id(store), str((state / OUTBOX).resolve()))
     processor = _processor(prepared, cfg, list(rows.columns), (internal, originals, aggregates[EVENTS_COLUMN]),
                            out_schema, files)  # fmt: skip
@@ -421,7 +422,6 @@ def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], int
 
         import pandas as pd
 
-        os.makedirs(outbox, exist_ok=True)
         path = os.path.join(outbox, f"{bucket}-{uuid.uuid4().hex}.arrow")  # a task run again writes another
         with open(path, "wb") as file:
             file.write(encode(table))
@@ -613,7 +613,7 @@ class BatchWriter:
 
     def _empty_outbox(self) -> None:
         """The buckets' output files of the batch written, and any a failed task attempt left."""
-        for path in self.outbox.glob("*.arrow") if self.outbox.exists() else []:
+        for path in self.outbox.glob("*.arrow"):  # glob of a missing folder: none
             path.unlink(missing_ok=True)
 
     @staticmethod

@@ -128,8 +128,7 @@ class OpenWindows:
         key_columns = [key_values(batch[k])[order[first_rows]] for k in self.keys]
         group_keys = [_key_tuple(t) for t in zip(*key_columns, strict=True)] if self.keys else [()]
 
-        index = {key: i for i, key in enumerate(self.key_list)}
-        entries = np.array([index.get(key, -1) for key in group_keys], dtype=np.int64)
+        entries = self._positions(group_keys)
         known = entries >= 0
         carried = self.state.take(entries[known])
         carried = replace(carried, groups=np.flatnonzero(known))
@@ -139,9 +138,7 @@ class OpenWindows:
         cols = batch_columns(batch.iloc[order], self.aggregates, seqs, valid)
         result = reduce_chunk(self.spec, self.aggregates, events, cols, carried, carry="all")
 
-        untouched = np.setdiff1d(np.arange(self.n_keys), entries[known])
-        self.state = OpenKeys.concat([self.state.take(untouched), result.carried])
-        self.key_list = [self.key_list[i] for i in untouched.tolist()] + group_keys
+        untouched = self._put_behind(entries[known], group_keys, result.carried)
         self.changed = np.r_[self.changed[untouched], np.ones(n_groups, dtype=bool)]
         windows = self._windows(result.window_group, key_columns, result.window_start, result.window_end,
                                 result.values)  # fmt: skip
@@ -226,12 +223,22 @@ class OpenWindows:
     def apply_changes(self, data: bytes) -> None:
         """The keys of ``changes_to_bytes`` in place of this state's entries for them, behind the others."""
         key_list, changes = self._entries(data)
-        index = {key: i for i, key in enumerate(self.key_list)}
-        replaced = np.array([index.get(key, -1) for key in key_list], dtype=np.int64)
-        kept = np.setdiff1d(np.arange(self.n_keys), replaced[replaced >= 0])
-        self.state = OpenKeys.concat([self.state.take(kept), changes])
-        self.key_list = [self.key_list[i] for i in kept.tolist()] + list(key_list)
+        replaced = self._positions(key_list)
+        self._put_behind(replaced[replaced >= 0], key_list, changes)
         self.changed = np.zeros(self.n_keys, dtype=bool)
+
+    def _positions(self, keys: list[tuple]) -> np.ndarray:
+        """Each key's entry, or -1 for a key the state does not hold."""
+        index = {key: i for i, key in enumerate(self.key_list)}
+        return np.array([index.get(key, -1) for key in keys], dtype=np.int64)
+
+    def _put_behind(self, replaced: np.ndarray, keys: list[tuple], entries: OpenKeys) -> np.ndarray:
+        """``entries`` (of ``keys``) behind the others, in place of the entries at ``replaced``; the positions kept,
+        in their order (what ``feed`` and ``apply_changes`` both do, so that they give one order)."""
+        kept = np.setdiff1d(np.arange(self.n_keys), replaced)
+        self.state = OpenKeys.concat([self.state.take(kept), entries])
+        self.key_list = [self.key_list[i] for i in kept.tolist()] + list(keys)
+        return kept
 
     def _take_changes(self) -> np.ndarray:
         """The changed entries' positions, once the entries are reordered unchanged first (a stable partition)."""
