@@ -20,7 +20,13 @@ With ``--processes``, both sides run as whole processes, as a user times them: `
 script, each a fresh ``python`` over the same files and a fresh checkpoint, interleaved (A, B, B, A, ...),
 for each ω/β of ``--shapes``; the ratio is the script's seconds over ours, per round:
 
-    python bench/bench_stream.py --processes --rows 600000 --shapes 15m/5m,15m/1m,1h/1m --rounds 2
+    python bench/bench_stream.py --processes --rows 600000 --shapes 15m/5m,15m/1m,1h/1m --rounds 2 --floor
+
+With ``--floor``, the floor of any stream over the same files runs too (``bench/stream_floor_job.py``: the
+session and reader contract of ``spanning stream`` into a ``foreachBatch`` that only counts), in this session or,
+with ``--processes``, as a third whole process in the rotation; the table then gives ours over the floor.
+``--keys`` sets the cells: ``cells`` (``--cells`` of them by Zipf-like popularity, the default), ``hot`` (200 cells,
+one with 38% of the calls, as the batch job's benchmark) or ``none`` (those CDRs and a query without a key).
 """
 
 from __future__ import annotations
@@ -44,11 +50,23 @@ QUERY = dict(range="15m", slide="5m", ttp="10m")
 AGGREGATES = ["count", "sum:bytes", "max:duration"]  # those of the peer query (bench/sql_stream_job.py)
 
 
-def make_files(folder: Path, rows: int, per_file: int, cells: int, fmt: str, days: float = 1.0) -> int:
-    """Generated CDRs, cut by end time into files of ``per_file`` rows, landing in end order."""
+KEY_SHAPES = ("cells", "hot", "none")  # --keys: those of bench/bench_spark_job.py's table, on the stream's CDRs
+
+
+def make_files(folder: Path, rows: int, per_file: int, cells: int, fmt: str, days: float = 1.0,
+               keys: str = "cells") -> int:  # fmt: skip
+    """Generated CDRs, cut by end time into files of ``per_file`` rows, landing in end order. ``keys``: "cells",
+    ``cells`` cells by Zipf-like popularity (``generate_cdr``'s); "hot" and "none", 200 cells of which one holds
+    38% of the calls and the others share the rest by 1/rank^1.1, as ``spark_jobs.peers.integer_cdr_frame``'s
+    "hot" (with "none" the query has no key)."""
     from spanning.app.cdr import generate_cdr
 
     calls = generate_cdr(rows, seed=1, cells=cells, subscribers=max(50_000, cells * 5), days=days)
+    if keys != "cells":
+        weights = 1.0 / np.arange(1, 201) ** 1.1
+        weights = np.concatenate([[0.38], 0.62 * weights[1:] / weights[1:].sum()])
+        cell = np.random.default_rng(2).choice(200, size=rows, p=weights / weights.sum())
+        calls["cell"] = np.char.add("cell-", cell.astype(str))
     calls = calls.assign(_e=pd.to_datetime(calls["end"], errors="coerce"))
     calls = calls.sort_values("_e", kind="stable", na_position="last").drop(columns="_e")
     folder.mkdir(parents=True)
@@ -68,25 +86,25 @@ def make_files(folder: Path, rows: int, per_file: int, cells: int, fmt: str, day
     return files
 
 
-def _config(folder: Path, output: Path, aggregates: list[str], partitions: int | None = None):
-    """The benchmark's query over ``folder`` (``QUERY``, keyed by cell), as ``spanning stream`` takes it."""
+def _config(folder: Path, output: Path, aggregates: list[str], partitions: int | None = None, keyed: bool = True):
+    """The benchmark's query over ``folder`` (``QUERY``, keyed by cell or not), as ``spanning stream`` takes it."""
     from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
     from spanning.app.jobspec import parse_duration as d
 
     return RunConfig(
         inputs=InputFiles([str(folder)]),
-        events=EventFields("start", "end", keys=["cell"]),
+        events=EventFields("start", "end", keys=["cell"] if keyed else []),
         query=WindowQuery(d(QUERY["range"]), d(QUERY["slide"]), d(QUERY["ttp"]), aggregates, series_start="first"),
         output=OutputOptions(str(output)),
         spark=SparkOptions("local[2]", partitions),
     )
 
 
-def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None) -> dict:
+def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None, keyed: bool = True) -> dict:
     from spanning.app.stream_command import StreamOptions
     from spark_jobs.stream import run_stream
 
-    cfg = _config(folder, work / "out", AGGREGATES, partitions)
+    cfg = _config(folder, work / "out", AGGREGATES, partitions, keyed)
     options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True)
     began = time.perf_counter()
     summary = run_stream(cfg, options, progress=lambda line: print("  " + line, flush=True))
@@ -95,36 +113,19 @@ def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = No
     return {"wall": wall, "summary": summary, "batches": records}
 
 
-def run_floor(folder: Path, work: Path) -> dict:
-    """The floor of any stream over these files: read and validate each batch (spanning's reader contract),
-    into a foreachBatch that only counts the rows, accepted and rejected, and their largest end."""
+def run_floor(folder: Path, work: Path, keyed: bool = True) -> dict:
+    """The floor of any stream over these files, in this session (``bench/stream_floor_job.py``): read and
+    validate each batch (spanning's reader contract) into a ``foreachBatch`` that only counts."""
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
+    from stream_floor_job import floor_query
 
-    from spanning.app.stream_command import StreamOptions
-    from spark_jobs.prepare import END, REASON
-    from spark_jobs.stream import streaming_rows
-
-    spark = SparkSession.getActiveSession()
-    cfg = _config(folder, work / "floor-out", ["count"])
-    job = streaming_rows(spark, cfg, StreamOptions(str(work / "floor-chk"), max_files_per_trigger=1))
-    seconds = []
-
-    def each_batch(batch, batch_id):
-        began = time.perf_counter()
-        batch.agg(F.count(F.lit(1)), F.count(REASON), F.max(END)).collect()
-        seconds.append(time.perf_counter() - began)
-
-    query = (job.prepared.rows.writeStream.foreachBatch(each_batch)
-             .option("checkpointLocation", str(work / "floor-chk" / "query")).trigger(availableNow=True).start())
-    query.awaitTermination()
-    progress = [p for p in query.recentProgress if p["numInputRows"]]
-    rows = sum(p["numInputRows"] for p in progress[1:])
-    return {"floor_events_per_second": round(rows / sum(seconds[1:len(progress)])) if len(progress) > 1 else None,
-            "floor_batch_seconds_median": _median(seconds[1:len(progress)])}
+    floor = floor_query(SparkSession.getActiveSession(), folder, work, keyed)
+    seconds = floor["trigger_seconds"][1:]  # after the warm-up batch, as ours are taken
+    return {"floor_events_per_second": round(sum(floor["trigger_rows"][1:]) / sum(seconds)) if seconds else None,
+            "floor_batch_seconds_median": _median(seconds), "floor_batch_seconds_p95": _p95(seconds)}
 
 
-def run_peer(folder: Path, work: Path) -> dict:
+def run_peer(folder: Path, work: Path, keyed: bool = True) -> dict:
     """What a Spark user writes instead: explode each call into its windows, withWatermark, groupBy, append."""
     from pyspark.sql import SparkSession
     from sql_stream_job import peer_query
@@ -132,7 +133,7 @@ def run_peer(folder: Path, work: Path) -> dict:
     from spanning.app.jobspec import parse_duration as d
 
     spark = SparkSession.getActiveSession()
-    result = peer_query(spark, str(folder), d(QUERY["range"]), d(QUERY["slide"]), d(QUERY["ttp"]))
+    result = peer_query(spark, str(folder), d(QUERY["range"]), d(QUERY["slide"]), d(QUERY["ttp"]), keyed)
     written = []
 
     def each_batch(batch, batch_id):
@@ -187,25 +188,31 @@ def report(result: dict) -> dict:
     return out
 
 
-def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: int, archive: bool) -> None:
-    """``spanning stream`` against ``bench/sql_stream_job.py``, whole processes, interleaved (the order rotates
-    every round); a Markdown table."""
+def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: int, archive: bool,
+              keyed: bool = True, floor: bool = False) -> None:  # fmt: skip
+    """``spanning stream`` against ``bench/sql_stream_job.py`` (and, with ``floor``, ``bench/stream_floor_job.py``),
+    whole processes, interleaved (the order rotates every round); a Markdown table."""
     from bench_spark_job import HERE, process_env, ratio_spread, spread, timed_command
 
     from spanning.app.jobspec import parse_duration as d
 
     env, ttp = process_env(archive), d(QUERY["ttp"])
     print("| ω/β (windows per event) | side | seconds (min-max) | script s / ours s, rounds (min-max) "
-          "| windows written | late (ours) or rows dropped (script) |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+          "| ours s / floor s | windows written | late (ours) or rows dropped (script) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     for range_, slide in shapes:
         sides = {"ours": [sys.executable, "-m", "spanning.cli", "stream", str(folder), "--range", str(range_),
-                          "--slide", str(slide), "--ttp", str(ttp), "--start", "start", "--end", "end", "--key", "cell",
+                          "--slide", str(slide), "--ttp", str(ttp), "--start", "start", "--end", "end",
+                          *(["--key", "cell"] if keyed else []),
                           *[x for a in AGGREGATES for x in ("--agg", a)], "--max-files-per-trigger", "1",
                           "--master", "local[2]", "--output", str(work / "ours"), "--checkpoint",
                           str(work / "ours-chk")]}  # fmt: skip
         sides["peer"] = [sys.executable, str(HERE / "sql_stream_job.py"), str(folder), str(work / "peer"), "--range",
-                         str(range_), "--slide", str(slide), "--ttp", str(ttp)]  # fmt: skip
+                         str(range_), "--slide", str(slide), "--ttp", str(ttp),
+                         *([] if keyed else ["--no-key"])]  # fmt: skip
+        if floor:
+            sides["floor"] = [sys.executable, str(HERE / "stream_floor_job.py"), str(folder), str(work / "floor"),
+                              *([] if keyed else ["--no-key"])]  # fmt: skip
         names = list(sides)
         times: dict[str, list[float]] = {side: [] for side in names}
         for round_ in range(rounds):
@@ -215,15 +222,18 @@ def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: i
                     shutil.rmtree(folder_, ignore_errors=True)  # a fresh stream each time
                 times[side].append(timed_command(sides[side], env))
         peer = json.loads((work / "peer" / "stats.json").read_text())
-        peer_windows = len(pd.read_parquet(work / "peer" / "windows", columns=["cell"]))
+        peer_windows = len(pd.read_parquet(work / "peer" / "windows", columns=["window_start"]))
+        ours = json.loads((work / "ours" / "summary.json").read_text())
         shape = f"{range_ // 60}m/{slide // 60}m ({-(-range_ // slide)})"
-        for side in names[:-1]:
-            ours = json.loads((work / side / "summary.json").read_text())
-            print(f"| {shape} | `spanning stream` | {spread(times[side])} "
-                  f"| {ratio_spread(times[side], times['peer'])} | {ours['windows_written']:,} | {ours['late']:,} |",
-                  flush=True)  # fmt: skip
-        print(f"| {shape} | hand-written stream | {spread(times['peer'])} | | {peer_windows:,} "
+        to_floor = ratio_spread(times["floor"], times["ours"]) if floor else ""
+        print(f"| {shape} | `spanning stream` | {spread(times['ours'])} | {ratio_spread(times['ours'], times['peer'])} "
+              f"| {to_floor} | {ours['windows_written']:,} | {ours['late']:,} |", flush=True)  # fmt: skip
+        print(f"| {shape} | hand-written stream | {spread(times['peer'])} | | | {peer_windows:,} "
               f"| {peer['dropped']:,} dropped |", flush=True)
+        if floor:
+            counted = json.loads((work / "floor" / "floor.json").read_text())
+            print(f"| {shape} | floor (read, validate, count) | {spread(times['floor'])} | | | "
+                  f"{counted['rows']:,} rows read | {counted['rejected']:,} rejected |", flush=True)
 
 
 def main() -> int:
@@ -231,13 +241,17 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rows-per-trigger", type=int, default=100_000)
     parser.add_argument("--cells", type=int, default=10_000)
+    parser.add_argument("--keys", choices=KEY_SHAPES, default="cells",
+                        help="cells: --cells cells by Zipf-like popularity (default); hot: 200 cells, one with 38%% "
+                        "of the calls; none: the same CDRs, a query without a key")  # fmt: skip
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     parser.add_argument("--days", type=float, default=1.0, help="time the CDRs span (default 1: a trigger is 2.4 h)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--peer", action="store_true", help="also the Spark SQL streaming query a user would write")
     parser.add_argument("--floor", action="store_true",
-                        help="also the floor: read and validate each batch into a foreachBatch that only counts")
+                        help="also the floor: read and validate each batch into a foreachBatch that only counts "
+                        "(with --processes: as a whole process, bench/stream_floor_job.py)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (ours, peer, ours, peer, ...)")
     parser.add_argument("--processes", action="store_true",
                         help="whole processes: spanning stream against bench/sql_stream_job.py, per --shapes")
@@ -252,8 +266,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-stream-"))
     try:
         began = time.perf_counter()
-        files = make_files(work / "in", args.rows, args.rows_per_trigger, args.cells, args.format, args.days)
-        print(f"{args.rows:,} CDRs, {args.cells:,} cells, {files} {args.format} files of {args.rows_per_trigger:,} rows"
+        files = make_files(work / "in", args.rows, args.rows_per_trigger, args.cells, args.format, args.days,
+                           args.keys)  # fmt: skip
+        keyed = args.keys != "none"
+        cells = f"{args.cells:,} cells" if args.keys == "cells" else "200 cells, one with 38% of the calls" + \
+            ("" if keyed else ", no key")
+        print(f"{args.rows:,} CDRs, {cells}, {files} {args.format} files of {args.rows_per_trigger:,} rows"
               f" ({time.perf_counter() - began:.1f} s to generate)")  # fmt: skip
         if args.processes:
             from spanning.app.jobspec import parse_duration as d
@@ -262,23 +280,23 @@ def main() -> int:
             print(f"whole processes, {args.rounds} interleaved rounds, class archive {args.archive} on both sides, "
                   f"TTP {QUERY['ttp']}, {' + '.join(AGGREGATES)}, one file per trigger, available-now; "
                   f"{os.cpu_count()} cores; ratio = hand-written s / ours s")  # fmt: skip
-            processes(work / "in", work, shapes, args.rounds, args.archive == "on")
+            processes(work / "in", work, shapes, args.rounds, args.archive == "on", keyed, args.floor)
             return 0
         from spark_jobs.session import get_session
 
         get_session("local[2]")
         ours, peers = [], []
         for round_ in range(args.rounds):
-            ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets)))
+            ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets, keyed=keyed)))
             print(json.dumps(ours[-1], indent=1))
             if args.floor:
-                floor = run_floor(work / "in", work / f"floor-{round_}")
+                floor = run_floor(work / "in", work / f"floor-{round_}", keyed)
                 ours_rate = ours[-1]["sustained_events_per_second"]
                 floor["fraction_of_floor"] = round(ours_rate / floor["floor_events_per_second"], 2) \
                     if ours_rate and floor["floor_events_per_second"] else None
                 print(json.dumps(floor, indent=1))
             if args.peer:
-                peers.append(run_peer(work / "in", work / f"peer-{round_}"))
+                peers.append(run_peer(work / "in", work / f"peer-{round_}", keyed))
                 peer = peers[-1]
                 print(json.dumps({"peer_wall_seconds": round(peer["wall"], 1),
                                   "peer_sustained_events_per_second": round(sum(peer["batch_seconds"][1:]) and

@@ -19,8 +19,9 @@ import json
 from pathlib import Path
 
 
-def peer_query(spark, folder: str, range_: int, slide: int, ttp: int):
-    """The streaming windows of the calls in ``folder``: explode, watermark, group by (append mode)."""
+def peer_query(spark, folder: str, range_: int, slide: int, ttp: int, keyed: bool = True):
+    """The streaming windows of the calls in ``folder``: explode, watermark, group by (append mode); per cell, or
+    over all calls (``keyed`` false)."""
     from pyspark.sql import functions as F
 
     schema = spark.read.parquet(folder).schema
@@ -32,7 +33,7 @@ def peer_query(spark, folder: str, range_: int, slide: int, ttp: int):
         "cell", "bytes", "duration", F.explode(F.sequence(first, last)).alias("k"))
     windows = windows.withColumn("window_start", F.timestamp_seconds(F.col("k") * slide))
     return (windows.withWatermark("window_start", f"{range_ + ttp} seconds")
-            .groupBy("cell", "window_start")
+            .groupBy(*(["cell"] if keyed else []), "window_start")
             .agg(F.count(F.lit(1)).alias("count"), F.sum("bytes").alias("sum_bytes"),
                  F.max("duration").alias("max_duration")))  # fmt: skip
 
@@ -46,6 +47,7 @@ def main() -> None:
     parser.add_argument("--range", type=int, required=True)
     parser.add_argument("--slide", type=int, required=True)
     parser.add_argument("--ttp", type=int, required=True)
+    parser.add_argument("--no-key", action="store_true", help="windows over all calls, not per cell")
     args = parser.parse_args()
     spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
     # as spanning stream sets them: one state partition per core
@@ -55,8 +57,9 @@ def main() -> None:
     def each_batch(batch, batch_id):
         batch.write.mode("append").parquet(windows)
 
-    query = (peer_query(spark, args.folder, args.range, args.slide, args.ttp).writeStream.outputMode("append")
-             .foreachBatch(each_batch).option("checkpointLocation", str(Path(args.output) / "checkpoint"))
+    windows_of = peer_query(spark, args.folder, args.range, args.slide, args.ttp, not args.no_key)
+    query = (windows_of.writeStream.outputMode("append").foreachBatch(each_batch)
+             .option("checkpointLocation", str(Path(args.output) / "checkpoint"))
              .trigger(availableNow=True).start())  # fmt: skip
     query.awaitTermination()
     progress = query.recentProgress
