@@ -23,8 +23,9 @@ for each ω/β of ``--shapes``; the ratio is the script's seconds over ours, per
     python bench/bench_stream.py --processes --rows 600000 --shapes 15m/5m,15m/1m,1h/1m --rounds 2 --floor
 
 With ``--floor``, the floor of any stream over the same files runs too (``bench/stream_floor_job.py``: the
-session and reader contract of ``spanning stream`` into a ``foreachBatch`` that only counts), in this session or,
-with ``--processes``, as a third whole process in the rotation; the table then gives ours over the floor.
+session and reader contract of ``spanning stream`` into a ``foreachBatch`` that only counts), in the benchmark's
+own Spark session or, with ``--processes``, as a third whole process in the rotation; the table then gives ours
+over the floor.
 ``--keys`` sets the cells: ``cells`` (``--cells`` of them by Zipf-like popularity, the default), ``hot`` (200 cells,
 one with 38% of the calls, as the batch job's benchmark) or ``none`` (those CDRs and a query without a key).
 """
@@ -88,16 +89,12 @@ def make_files(folder: Path, rows: int, per_file: int, cells: int, fmt: str, day
 
 def _config(folder: Path, output: Path, aggregates: list[str], partitions: int | None = None, keyed: bool = True):
     """The benchmark's query over ``folder`` (``QUERY``, keyed by cell or not), as ``spanning stream`` takes it."""
-    from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
+    from stream_floor_job import stream_config
+
     from spanning.app.jobspec import parse_duration as d
 
-    return RunConfig(
-        inputs=InputFiles([str(folder)]),
-        events=EventFields("start", "end", keys=["cell"] if keyed else []),
-        query=WindowQuery(d(QUERY["range"]), d(QUERY["slide"]), d(QUERY["ttp"]), aggregates, series_start="first"),
-        output=OutputOptions(str(output)),
-        spark=SparkOptions("local[2]", partitions),
-    )
+    query = tuple(d(QUERY[name]) for name in ("range", "slide", "ttp"))
+    return stream_config(folder, output, aggregates, query, keyed, partitions)
 
 
 def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None, keyed: bool = True) -> dict:
@@ -114,7 +111,7 @@ def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = No
 
 
 def run_floor(folder: Path, work: Path, keyed: bool = True) -> dict:
-    """The floor of any stream over these files, in this session (``bench/stream_floor_job.py``): read and
+    """The floor of any stream over these files, in this Spark session (``bench/stream_floor_job.py``): read and
     validate each batch (spanning's reader contract) into a ``foreachBatch`` that only counts."""
     from pyspark.sql import SparkSession
     from stream_floor_job import floor_query

@@ -22,17 +22,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def floor_config(folder: Path, keyed: bool = True):
-    """The stream's query over ``folder`` (15m/5m, TTP 10m, keyed by cell or not): the reader only needs its
-    columns, so the windows do not matter here."""
+def stream_config(folder: Path, output: Path, aggregates: list[str], query: tuple[int, int, int] = (900, 300, 600),
+                  keyed: bool = True, partitions: int | None = None):
+    """A stream's query over ``folder`` as ``spanning stream`` takes it: ``query`` is (ω, β, TTP) in seconds, keyed
+    by cell or not, each key's series from its first arriving call. The floor's (``count`` only, 15m/5m) reads the
+    same columns whatever the windows, so they do not matter to it."""
     from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
 
     return RunConfig(
         inputs=InputFiles([str(folder)]),
         events=EventFields("start", "end", keys=["cell"] if keyed else []),
-        query=WindowQuery(900, 300, 600, ["count"], series_start="first"),
-        output=OutputOptions(str(folder.parent / "floor-out")),
-        spark=SparkOptions("local[2]", None),
+        query=WindowQuery(*query, aggregates, series_start="first"),
+        output=OutputOptions(str(output)),
+        spark=SparkOptions("local[2]", partitions),
     )
 
 
@@ -45,7 +47,8 @@ def floor_query(spark, folder: Path, work: Path, keyed: bool = True) -> dict:
     from spark_jobs.prepare import END, REASON
     from spark_jobs.stream import streaming_rows
 
-    job = streaming_rows(spark, floor_config(folder, keyed), StreamOptions(str(work / "chk"), max_files_per_trigger=1))
+    cfg = stream_config(folder, work / "out", ["count"], keyed=keyed)
+    job = streaming_rows(spark, cfg, StreamOptions(str(work / "chk"), max_files_per_trigger=1))
     counted = []
 
     def each_batch(batch, batch_id):
