@@ -21,6 +21,7 @@ import pandas as pd
 
 from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns
 from spanning.aggregates.columns import EventSpans, no_columns
+from spanning.kernels.compiled import chunk_runs, key_extremes
 from spanning.kernels.ranges import runs_within
 from spanning.kernels.windows import WindowSpec
 
@@ -29,7 +30,6 @@ __all__ = [
     "KeyedEvents",
     "ChunkResult",
     "reduce_chunk",
-    "running_max",
     "batch_columns",
     "key_values",
     "release_open",
@@ -117,15 +117,6 @@ class KeyedEvents:
     series_start: np.ndarray
 
 
-def running_max(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """The clock at each arrival: the running max of ends within each key."""
-    if len(values) == 0 or (len(values) > 1 and bool(np.all(values[1:] >= values[:-1]))):
-        return values  # in end order already (the Spark job sorts): the clock is the event's own end
-    if n_groups == 1:
-        return np.maximum.accumulate(values)
-    return pd.Series(values).groupby(groups).cummax().to_numpy()
-
-
 def reduce_chunk(
     spec: WindowSpec,
     aggregates: Sequence[Aggregate],
@@ -144,44 +135,32 @@ def reduce_chunk(
     """
     s, o = spec.slide, spec.offset
     starts, ends, groups, n_groups = events.starts, events.ends, events.groups, events.n_groups
-    clock = running_max(ends, groups, n_groups)
-    final_clock = np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64)
-    if n_groups == 1 and len(ends):  # one key (no key columns): a max, not a scatter
-        final_clock[0] = ends.max()
-    else:
-        np.maximum.at(final_clock, groups, ends)
+    start_clock = np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64)  # τ of each key before the chunk
     k0 = (events.series_start - o - spec.range) // s + 1  # first window ending after the series start
     range_from = k0.copy()  # first window each key emits (or holds) in this chunk
     if carried is not None and len(carried):
         g = carried.groups
-        carried_clock = np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64)
-        carried_clock[g] = carried.clock
-        if len(ends):  # the clock at each arrival goes on from the carried clock
-            clock = np.maximum(clock, _spread(carried_clock, groups))
-        final_clock = np.maximum(final_clock, carried_clock)
+        start_clock[g] = carried.clock
         k0[g] = carried.k0
         range_from[g] = carried.first_open
+    final_clock = start_clock.copy()
+    key_extremes(ends, groups, final_clock, True)
     k_last = (final_clock - o - 1) // s  # last window starting before the clock
     n_windows = np.maximum(k_last - range_from + 1, 0)
     base = np.cumsum(n_windows) - n_windows  # where each key's windows begin in the chunk's arrays
     total = int(n_windows.sum())
 
     # each event's run of windows: overlapping, open when it arrives (not released by the clock, nor held
-    # back by a flush: range_from), in the series (range_from >= k0)
-    overlap_first = (starts - o - spec.range) // s + 1
-    open_first = -((o + spec.range + spec.ttp - clock) // s)
-    overlap_last = (ends - o - 1) // s
-    first = np.maximum(np.maximum(overlap_first, open_first), _spread(range_from, groups))
-    missed = np.clip(np.minimum(overlap_last + 1, first) - overlap_first, 0, None)
-    active = first <= overlap_last
-    shift = _spread(base - range_from, groups)
-    run_first, run_last = first + shift, overlap_last + shift
+    # back by a flush: range_from), in the series (range_from >= k0); shifted to its key's cells
+    shift = base - range_from
+    rows, run_first, run_last, late_rows, missed = chunk_runs(
+        starts, ends, groups, start_clock, range_from, shift, s, o, spec.range, spec.ttp)
     active_cols = cols
     if any(agg.capabilities.per_window for agg in aggregates):  # the time inside windows: the events' spans
-        active_cols = cols.with_spans(EventSpans(starts, ends, np.broadcast_to(shift, starts.shape), spec.range, s, o))
-    if not active.all():
-        run_first, run_last = run_first[active], run_last[active]
-        active_cols = active_cols.subset(np.flatnonzero(active))
+        spans = EventSpans(starts, ends, np.broadcast_to(_spread(shift, groups), starts.shape), spec.range, s, o)
+        active_cols = cols.with_spans(spans)
+    if len(rows) < len(starts):
+        active_cols = active_cols.subset(rows)
     carrying = carried is not None and len(carried) and carried.partials and carried.lengths.sum()
     held = runs(base[carried.groups], carried.lengths) if carrying else None  # the carried windows
     emit = np.ones(total, dtype=bool)
@@ -237,11 +216,8 @@ def reduce_chunk(
         values.append(direct if released is None else direct[released])
     if released is not None:
         group_of_window, k = group_of_window[released], k[released]
-    late_rows = np.flatnonzero(missed > 0)
     window_start = k * s + o
-    return ChunkResult(
-        group_of_window, window_start, window_start + spec.range, values, late_rows, missed[late_rows], kept
-    )
+    return ChunkResult(group_of_window, window_start, window_start + spec.range, values, late_rows, missed, kept)
 
 
 def _with_values(array: np.ndarray, positions: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from spanning.engines.reader import (
     time_kind_of,
     time_kinds,
 )
+from spanning.kernels.compiled import key_extremes
 from spanning.kernels.windows import as_chronon, event_ends
 
 __all__ = [
@@ -153,7 +154,7 @@ def read_events(
     ends = event_ends(starts, ends)  # point events [l, l + 1)
     if series_start == "earliest":  # per key, the earliest start in the data: no window is cut off
         per_key = np.full(len(group_rows), np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(per_key, groups, starts)
+        key_extremes(starts, groups, per_key, False)
     elif series_start is None:
         per_key = None
     else:

@@ -13,6 +13,8 @@ here reduce such runs into one value per window, each in one pass with no tempor
 * ``run_occupancy``: the chronons each event spends inside each window of its run, summed per window;
 * ``run_cells``: the cells of (key, window) that runs of several keys fall on, for the map side's partials;
 * ``event_runs``: the reader contract's checks for plain columns and each event's run [a, b] under the TTP;
+* ``key_extremes`` and ``chunk_runs``: the same runs for a chunk of several keys whose clocks run per key
+  (``spanning.engines.chunks.reduce_chunk``: ``spanning.aggregate`` and the stream's feed);
 * ``dense_codes`` and ``first_rows``: integer keys as codes without hashing, and each code's first row.
 
 ``spanning.kernels.ranges`` (the aggregates' array faces, ``spanning.aggregate``, the stream's feed) and
@@ -49,8 +51,8 @@ except ImportError as missing:  # pragma: no cover - the package requires it; a 
     ) from missing
 
 __all__ = [
-    "CACHED", "dense_codes", "event_runs", "first_rows", "run_cells", "run_counts", "run_extremes", "run_occupancy",
-    "run_sums_float", "run_sums_int", "run_windows", "warm_up",
+    "CACHED", "chunk_runs", "dense_codes", "event_runs", "first_rows", "key_extremes", "run_cells", "run_counts",
+    "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int", "run_windows", "warm_up",
 ]  # fmt: skip
 
 CACHED = os.path.isfile(__file__)  # a real file to cache beside; not inside a zip on an executor's path
@@ -274,6 +276,51 @@ def event_runs(start, end, accepted, slide, offset, range_, ttp, series, has_ser
 
 
 @_compile
+def key_extremes(values, groups, out, largest):
+    """``out[g]`` becomes the max (``largest``) or min of itself and the ``values`` of key g, in place."""
+    for i in range(len(values)):
+        g = groups[i]
+        if (values[i] > out[g]) if largest else (values[i] < out[g]):
+            out[g] = values[i]
+
+
+@_compile
+def chunk_runs(starts, ends, groups, clocks, range_from, shift, slide, offset, range_, ttp):
+    """Each event's run of windows in a chunk of several keys, as ``event_runs`` for one clock per key.
+
+    Events arrive in order; ``clocks[g]`` is key g's clock before the chunk (τ, carried), and each arrival
+    advances its key's clock to its end (Suzanne et al., §3.1: the largest end seen). An event overlaps
+    windows ``(l − o − ω) // β + 1 .. (u − o − 1) // β``; it reaches those not yet released at its arrival
+    (ending at or after τ − δ) and not before ``range_from[g]``. Returns ``(rows, run_first, run_last,
+    late_rows, missed)``: the events that reach some window with their runs shifted by ``shift[g]`` (their
+    cells in the chunk's arrays), and the late events with the number of windows each missed.
+    """
+    n = len(starts)
+    clock = clocks.copy()
+    rows = np.empty(n, np.int64)
+    run_first = np.empty(n, np.int64)
+    run_last = np.empty(n, np.int64)
+    late_rows = np.empty(n, np.int64)
+    missed = np.empty(n, np.int64)
+    active = late = 0
+    for i in range(n):
+        g = groups[i]
+        if ends[i] > clock[g]:
+            clock[g] = ends[i]
+        overlap_first = (starts[i] - offset - range_) // slide + 1
+        overlap_last = (ends[i] - offset - 1) // slide
+        first = max(overlap_first, -((offset + range_ + ttp - clock[g]) // slide), range_from[g])
+        lost = min(overlap_last + 1, first) - overlap_first
+        if lost > 0:
+            late_rows[late], missed[late] = i, lost
+            late += 1
+        if first <= overlap_last:
+            rows[active], run_first[active], run_last[active] = i, first + shift[g], overlap_last + shift[g]
+            active += 1
+    return rows[:active], run_first[:active], run_last[:active], late_rows[:late], missed[:late]
+
+
+@_compile
 def dense_codes(values, most):
     """Codes 0 .. k − 1 of integer ``values`` in the order of their values, equal values equal codes, when they
     span at most ``most`` numbers (a table over the span, no hashing); else an empty array."""
@@ -321,6 +368,9 @@ def warm_up() -> float:
     run_windows(ints, ints)
     run_cells(ints, ints, ints, 1, 1)
     event_runs(ints, ints, flags.copy(), 1, 0, 1, 0, 0, False)
+    for largest in (True, False):
+        key_extremes(ints, ints, ints.copy(), largest)
+    chunk_runs(ints, ints, ints, ints, ints, ints, 1, 0, 1, 0)
     dense_codes(ints, 1)
     first_rows(ints, 1)
     return time.perf_counter() - began
