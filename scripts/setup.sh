@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install spanning with its test and Spark extras. Idempotent: re-runs only
-# when pyproject.toml changed. Checks for Java 17+, which the Spark job needs, compiles the kernel and builds the class archive.
+# when pyproject.toml changed. Checks for Java 17+, which the Spark job needs, compiles the kernel
+# and builds the class archive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
