@@ -30,6 +30,9 @@ settings.load_profile("spanning")
 
 # all that an executor of a cluster needs installed (pip name: import name)
 BARE_PACKAGES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "numba": "numba"}
+# where scripts/setup.sh compiles the kernel copy that executors importing the shipped engine run (the cluster test
+# gives its bare executors this folder as SPANNING_KERNEL_CACHE, so they load it rather than compile it)
+KERNEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spanning" / "kernel"
 # what must not leak into the bare Python, whatever the machine's configuration
 _OWN_ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
 

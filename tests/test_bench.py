@@ -81,3 +81,14 @@ def test_plot_draws_bars_for_single_points_and_keeps_the_legend_off_the_data(tmp
 def test_bench_rejects_unknown_presets(capsys):
     assert main(["bench", "fig99", "--quick"]) == 2
     assert "unknown preset 'fig99'" in capsys.readouterr().err
+
+
+def test_the_peers_comparison_fails_on_a_row_on_one_side_or_a_different_count_of_it(spark):
+    from spark_jobs.peers import same_rows
+
+    rows = [(1, None), (1, None), (2, 3.0)]  # a row twice, a null (equal to a null, as exceptAll takes it)
+    mine = spark.createDataFrame(rows, "cell int, value double")
+    assert same_rows(mine, spark.createDataFrame(rows[::-1], "cell int, value double")) == (True, 3)
+    for other in (rows[1:], [*rows, (2, 3.0)], [*rows[:2], (2, 3.5)], [*rows[:2], (3, 3.0)]):
+        same, count = same_rows(mine, spark.createDataFrame(other, "cell int, value double"))
+        assert not same and count == 3, other

@@ -24,6 +24,7 @@ from spanning.app.cdr import CallMix, generate_cdr
 from spanning.cli import main
 from spark_jobs.class_archive import driver_options
 from spark_jobs.session import ENGINE_PACKAGES, ENGINE_ZIP, check_java, driver_memory, engine_zip
+from tests.conftest import KERNEL_CACHE
 from tests.test_spark_job import AGGS, assert_frames_match, read_output
 
 MASTER = "local-cluster[2,1,1024]"
@@ -142,6 +143,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     # no PYTHONPATH: local-cluster hands the driver's to the executors' Python, which must not find the checkout
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
     env.update(PYSPARK_PYTHON=str(bare_python), PYSPARK_DRIVER_PYTHON=sys.executable)  # executors: the bare venv
+    env["SPANNING_KERNEL_CACHE"] = str(KERNEL_CACHE)  # the kernel copy compiled by scripts/setup.sh, if it ran
     probes = ["spanning", "sortedcontainers"]
     driver_only = tmp_path / "driver-only"
     driver_only.mkdir()

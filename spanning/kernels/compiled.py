@@ -24,9 +24,10 @@ here reduce such runs into one value per window, each in one pass with no tempor
 The compiled code is cached on disk beside this file (numba's ``cache=True``), so a process compiles each
 function once per machine and later ones load it (about 0.5 s for all of them). Imported from a zip (the
 engine shipped to bare executors), there is no file to cache beside: the module then runs a copy of its own
-source written to ``$NUMBA_CACHE_DIR`` or the temp folder, in a folder named by the source's hash, and caches
-there (``_copy_on_disk``), so an executor machine compiles once, not once per worker and job.
-``warm_up`` loads or compiles them all and says how long that took.
+source written to ``$SPANNING_KERNEL_CACHE``, else ``$NUMBA_CACHE_DIR``, else the temp folder, in a folder named
+by the source's hash, and caches there (``_copy_on_disk``), so an executor machine compiles once, not once per
+worker and job. ``warm_up`` loads or compiles them all and says how long that took; ``warm_up_shipped`` does it
+for that copy ahead of the executors of this machine.
 
 >>> import numpy as np
 >>> first, last = np.array([0, 1, 1]), np.array([2, 1, 3])
@@ -53,7 +54,7 @@ except ImportError as missing:  # pragma: no cover - the package requires it; a 
 
 __all__ = [
     "CACHED", "chunk_runs", "dense_codes", "event_runs", "first_rows", "key_extremes", "run_cells", "run_counts",
-    "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int", "run_windows", "warm_up",
+    "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int", "run_windows", "warm_up", "warm_up_shipped",
 ]  # fmt: skip
 
 CACHED = os.path.isfile(__file__)  # a real file to cache beside; not inside a zip on an executor's path
@@ -406,22 +407,36 @@ def warm_up() -> float:
 
     began = time.perf_counter()
     ints, floats, flags = np.zeros(1, np.int64), np.zeros(1, np.float64), np.ones(1, np.bool_)
+    codes32 = np.zeros(1, np.int32)  # the stream's key codes
+    # arrays that Arrow columns give without a copy are read-only: numba compiles those apart
+    held, held_floats = ints.copy(), floats.copy()
+    held.flags.writeable = held_floats.flags.writeable = False
     run_counts(ints, ints, 1)
-    run_sums_int(ints, ints, 1, ints)
-    run_sums_float(ints, ints, 1, floats)
+    for values, values_float in ((ints, floats), (held, held_floats)):
+        run_sums_int(ints, ints, 1, values)
+        run_sums_float(ints, ints, 1, values_float)
     for largest in (True, False):
         run_extremes(ints, ints, 1, ints, np.int64(0), largest)
         run_extremes(ints, ints, 1, floats, np.float64(0), largest)
-    run_occupancy(ints, ints, 1, ints, ints, ints, 1, 1)
+    for times in (ints, held):
+        run_occupancy(ints, ints, 1, times, times, ints, 1, 1)
+        run_cells(ints, times, times, 1, 1)
+        event_runs(times, times, flags.copy(), 1, 0, 1, 0, 0, False)
+        dense_codes(times, 1)
     run_windows(ints, ints)
-    run_cells(ints, ints, ints, 1, 1)
-    event_runs(ints, ints, flags.copy(), 1, 0, 1, 0, 0, False)
-    for largest in (True, False):
-        key_extremes(ints, ints, ints.copy(), largest)
-    chunk_runs(ints, ints, ints, ints, ints, ints, 1, 0, 1, 0)
-    dense_codes(ints, 1)
+    for codes in (ints, codes32):
+        for largest in (True, False):
+            key_extremes(ints, codes, ints.copy(), largest)
+        chunk_runs(ints, ints, codes, ints, ints, ints, 1, 0, 1, 0)
     first_rows(ints, 1)
     return time.perf_counter() - began
+
+
+def warm_up_shipped() -> float:
+    """``warm_up`` of the copy that executors importing the shipped zip run (``_copy_on_disk``), ahead of them: for
+    executors on this machine with the same ``$SPANNING_KERNEL_CACHE`` (``scripts/setup.sh``, for the cluster test).
+    """
+    return _copy_on_disk().warm_up()
 
 
 def _copy_on_disk():
@@ -434,7 +449,8 @@ def _copy_on_disk():
 
     source = pkgutil.get_data(__package__, "compiled.py")  # read through the zip's loader
     digest = hashlib.sha256(source).hexdigest()[:16]
-    folder = Path(os.environ.get("NUMBA_CACHE_DIR") or tempfile.gettempdir()) / f"spanning-kernel-{digest}"
+    where = os.environ.get("SPANNING_KERNEL_CACHE") or os.environ.get("NUMBA_CACHE_DIR") or tempfile.gettempdir()
+    folder = Path(where).expanduser() / f"spanning-kernel-{digest}"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "compiled.py"
     if not path.exists():  # workers may write it at once: each its own file, renamed into place
@@ -450,4 +466,4 @@ def _copy_on_disk():
 
 if not CACHED:
     _copy = _copy_on_disk()
-    globals().update({name: getattr(_copy, name) for name in __all__ if name != "CACHED"})
+    globals().update({name: getattr(_copy, name) for name in __all__ if name not in ("CACHED", "warm_up_shipped")})
