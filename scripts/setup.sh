@@ -44,7 +44,7 @@ fi
 # The compiled kernel (spanning.kernels.compiled), compiled once and cached beside its source, so that neither the
 # first job nor each test process pays it (about 30 s of one core the first time, 0.6 s when cached).
 say "the compiled kernel (numba: about 30 s the first time, nothing to do when cached)"
-.venv/bin/python -c "from spanning.kernels.compiled import warm_up; warm_up()"
+.venv/bin/python -c "from spanning.kernels.compiled import warm_up; warm_up(every=True)"
 # The copy that executors importing the shipped engine run, compiled ahead in the folder that the cluster test gives
 # its bare executors (SPANNING_KERNEL_CACHE; tests/conftest.py, KERNEL_CACHE): they load it instead of compiling.
 say "the kernel as executors run it from the shipped engine (the same, once more when not cached)"

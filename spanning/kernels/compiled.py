@@ -400,31 +400,36 @@ def first_rows(codes, n_keys):
     return rows
 
 
-def warm_up() -> float:
+def warm_up(every: bool = False) -> float:
     """Load (or compile, where there is no cache) every kernel for the types the paths call it with, and return
-    the seconds it took: a Python worker does it while the driver plans, not in its first task."""
+    the seconds it took: a Python worker does it while the driver plans, not in its first task.
+
+    ``every``: also for the read-only arrays that Arrow columns give without a copy (the vector plan's and the
+    stream's) and the stream's int32 key codes, which numba compiles apart. A worker leaves those to the task that
+    first needs them (then cached): compiled in every warm-up, they cost a cold start about 7 s more (a 20-row
+    stream: 62 s against 69 s, measured on 2 cores on 2026-11-27). ``scripts/setup.sh`` compiles them all.
+    """
     import time
 
     began = time.perf_counter()
     ints, floats, flags = np.zeros(1, np.int64), np.zeros(1, np.float64), np.ones(1, np.bool_)
-    codes32 = np.zeros(1, np.int32)  # the stream's key codes
-    # arrays that Arrow columns give without a copy are read-only: numba compiles those apart
-    held, held_floats = ints.copy(), floats.copy()
+    held, held_floats = ints.copy(), floats.copy()  # read-only, as Arrow's columns come
     held.flags.writeable = held_floats.flags.writeable = False
+    ints_of = (ints, held) if every else (ints,)
     run_counts(ints, ints, 1)
-    for values, values_float in ((ints, floats), (held, held_floats)):
+    for values, values_float in zip(ints_of, (floats, held_floats), strict=False):
         run_sums_int(ints, ints, 1, values)
         run_sums_float(ints, ints, 1, values_float)
     for largest in (True, False):
         run_extremes(ints, ints, 1, ints, np.int64(0), largest)
         run_extremes(ints, ints, 1, floats, np.float64(0), largest)
-    for times in (ints, held):
+    for times in ints_of:
         run_occupancy(ints, ints, 1, times, times, ints, 1, 1)
         run_cells(ints, times, times, 1, 1)
         event_runs(times, times, flags.copy(), 1, 0, 1, 0, 0, False)
         dense_codes(times, 1)
     run_windows(ints, ints)
-    for codes in (ints, codes32):
+    for codes in (ints, np.zeros(1, np.int32)) if every else (ints,):  # int32: the stream's key codes
         for largest in (True, False):
             key_extremes(ints, codes, ints.copy(), largest)
         chunk_runs(ints, ints, codes, ints, ints, ints, 1, 0, 1, 0)
@@ -433,10 +438,10 @@ def warm_up() -> float:
 
 
 def warm_up_shipped() -> float:
-    """``warm_up`` of the copy that executors importing the shipped zip run (``_copy_on_disk``), ahead of them: for
-    executors on this machine with the same ``$SPANNING_KERNEL_CACHE`` (``scripts/setup.sh``, for the cluster test).
-    """
-    return _copy_on_disk().warm_up()
+    """``warm_up(every=True)`` of the copy that executors importing the shipped zip run (``_copy_on_disk``), ahead of
+    them: for executors on this machine with the same ``$SPANNING_KERNEL_CACHE`` (``scripts/setup.sh``, for the
+    cluster test)."""
+    return _copy_on_disk().warm_up(every=True)
 
 
 def _copy_on_disk():
