@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -160,9 +161,11 @@ def test_a_python_without_numba_is_told_the_package_in_one_line():
     assert "pip install numba" in error.line and "executors" in error.line
 
 
-def test_the_kernel_imported_from_a_zip_caches_beside_a_copy_on_disk(tmp_path):
-    """Imported from a zip (the engine shipped to bare executors), the kernel runs from a copy of its source
-    in $NUMBA_CACHE_DIR, so that numba caches there: a second process loads what the first compiled."""
+@pytest.mark.parametrize("variable", ["NUMBA_CACHE_DIR", "SPANNING_KERNEL_CACHE"])
+def test_the_kernel_imported_from_a_zip_caches_beside_a_copy_on_disk(tmp_path, variable):
+    """Imported from a zip (the engine shipped to bare executors), the kernel runs from a copy of its source in
+    $SPANNING_KERNEL_CACHE, else $NUMBA_CACHE_DIR, so that numba caches there: a second process loads what the
+    first compiled."""
     import zipfile
     from pathlib import Path
 
@@ -175,14 +178,15 @@ def test_the_kernel_imported_from_a_zip_caches_beside_a_copy_on_disk(tmp_path):
             zipped.write(path, path.relative_to(root))
     probe = (f"import sys; sys.path.insert(0, {str(archive)!r}); import numpy as np;"
              " import spanning.kernels.compiled as c; counts = c.run_counts(np.array([0]), np.array([1]), 2);"
-             " print(c.__file__, c.run_counts.__module__, counts.tolist())")  # fmt: skip
-    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+             " print(c.__file__, sys.modules[c.run_counts.__module__].__file__, counts.tolist())")  # fmt: skip
+    env = {variable: str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
     outputs = [subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path,
                               timeout=300) for _ in range(2)]  # fmt: skip
     for done in outputs:
         assert done.returncode == 0, done.stderr[-2000:]
-        origin, module, counts = done.stdout.split(" ", 2)
-        assert "engine.zip" in origin and module.startswith("spanning_kernel_") and counts.strip() == "[1, 1]"
+        origin, copy, counts = done.stdout.split(" ", 2)
+        assert "engine.zip" in origin and counts.strip() == "[1, 1]"
+        assert Path(copy).parent.parent == tmp_path / "cache" and Path(copy).parent.name.startswith("spanning-kernel-")
     cached = list((tmp_path / "cache").rglob("*.nbi"))
     assert cached, list((tmp_path / "cache").rglob("*"))
 
