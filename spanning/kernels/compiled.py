@@ -415,9 +415,9 @@ def warm_up(every: bool = False) -> float:
     ints, floats, flags = np.zeros(1, np.int64), np.zeros(1, np.float64), np.ones(1, np.bool_)
     held, held_floats = ints.copy(), floats.copy()  # read-only, as Arrow's columns come
     held.flags.writeable = held_floats.flags.writeable = False
-    ints_of = (ints, held) if every else (ints,)
+    ints_of, floats_of = ((ints, held), (floats, held_floats)) if every else ((ints,), (floats,))
     run_counts(ints, ints, 1)
-    for values, values_float in zip(ints_of, (floats, held_floats), strict=False):
+    for values, values_float in zip(ints_of, floats_of, strict=True):
         run_sums_int(ints, ints, 1, values)
         run_sums_float(ints, ints, 1, values_float)
     for largest in (True, False):
