@@ -61,9 +61,12 @@ import spanning.spark
 query = {"range": "15m", "slide": "5m", "ttp": "30m", "key": "cell", "aggregates": api["aggregates"]}
 plain = spark.read.parquet(api["parquet"])
 report["api"] = []
-for name, frame, plan in (("plain", plain, "vector"), ("frame", plain.where("true"), "python")):
-    result = spanning.spark.aggregate(frame, plan=plan, **query)
-    result.windows.write.parquet(api["out"] + "/" + name)
+# vector both times: the tasks read the Parquet row groups themselves (plain), or take the frame's rows through
+# mapInArrow (filtered); the command's python plan runs above
+for name, frame in (("plain", plain), ("frame", plain.where("true"))):
+    result = spanning.spark.aggregate(frame, plan="vector", **query)
+    for part in ("windows", "late", "rejected"):
+        getattr(result, part).write.parquet(api["out"] + "/" + name + "/" + part)
     report["api"].append([result.plans[0], result.counts])
 report["executor"] = spark.sparkContext.parallelize([0], 1).map(where).collect()[0]
 runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()  # the driver's JVM, as launched
@@ -107,8 +110,9 @@ def sample(tmp_path_factory) -> Path:
 
 
 def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_path):
-    """Same windows, late and rejected events as the local engine, with se-slicing and se-ml-slicing; and a
-    worker's exception told in one line (its type and message), as in local mode."""
+    """Same windows, late and rejected events as the local engine: the command's python plan with se-slicing and
+    se-ml-slicing, its stream, and ``spanning.spark.aggregate``'s vector plan over the Parquet row groups and over
+    a frame's rows; and a worker's exception told in one line (its type and message), as in local mode."""
     windows = [str(sample), "--range", "15m", "--slide", "5m", "--ttp", "30m", "--start", "start", "--end", "end",
                "--key", "cell"]  # fmt: skip
     query = [*windows, *(arg for spec in AGGS for arg in ("--agg", spec))]
@@ -117,8 +121,6 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     runs = {
         "cluster": [*query, *traffic, *on_cluster],
         "ml": [*query, *on_cluster, "--technique", "se-ml-slicing", "--height", "2"],  # the per-event engine
-        # numpy over Arrow on the executors, with the aggregates it covers
-        "vector": [*windows, *(arg for spec in AGGS[:4] for arg in ("--agg", spec)), *on_cluster[:-1], "vector"],
     }
     argvs = [["run", *argv, "--output", str(tmp_path / name)] for name, argv in runs.items()]
     arriving = tmp_path / "arriving"  # spanning stream: the same calls as two files, the state on the executors
@@ -138,7 +140,6 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
                                     duration=pd.to_numeric(calls["duration"], errors="coerce")).to_parquet(
         parquet, index=False, row_group_size=len(calls) // 5)  # fmt: skip
     typed = [str(parquet), *windows[1:], *(arg for spec in AGGS[:4] for arg in ("--agg", spec))]
-    argvs.append(["run", *typed, *on_cluster[:-1], "vector", "--output", str(tmp_path / "parquet")])
     broken = ["run", *windows, "--agg", "count", *on_cluster, "--output", str(tmp_path / "broken")]
     # no PYTHONPATH: local-cluster hands the driver's to the executors' Python, which must not find the checkout
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
@@ -155,7 +156,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     print("seconds per run:", [run[2] for run in [*report["runs"], report["broken"]]])
-    for (code, err, _), name in zip(report["runs"], [*runs, "stream", "parquet"], strict=True):
+    for (code, err, _), name in zip(report["runs"], [*runs, "stream"], strict=True):
         assert code == 0 and err == "", (name, err)
 
     jvm_options = report["driver_jvm"]  # a small local input: the quick compiler, and the class archive if built
@@ -174,7 +175,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
         output = tmp_path / name
         summary = json.loads((output / "summary.json").read_text())
         assert summary["spark_master"] == MASTER
-        assert summary["plans"][0]["plan"] == ("vector" if name == "vector" else "python"), summary["plans"]
+        assert summary["plans"][0]["plan"] == "python", summary["plans"]
         got = read_output(output / "windows")
         assert_frames_match(got, read_output(local / "windows")[list(got.columns)], ["cell"])
         for part in ("late", "rejected"):
@@ -183,23 +184,19 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
             ), (name, part)
 
     assert main(["run", *typed, "--engine", "local", "--output", str(tmp_path / "parquet-local")]) == 0
-    summary = json.loads((tmp_path / "parquet" / "summary.json").read_text())
-    assert summary["plans"][0]["reads_input"] and summary["rejected"] > 0, summary
-    got = read_output(tmp_path / "parquet" / "windows")
-    assert_frames_match(got, read_output(tmp_path / "parquet-local" / "windows")[list(got.columns)], ["cell"])
-    for part in ("late", "rejected"):
-        assert sorted(pd.read_parquet(tmp_path / "parquet" / part)["call_id"]) == sorted(
-            pd.read_parquet(tmp_path / "parquet-local" / part)["call_id"]), part
-
+    summary = json.loads((tmp_path / "parquet-local" / "summary.json").read_text())
     (plain_plan, plain_counts), (frame_plan, frame_counts) = report["api"]  # the call, on the bare executors
     assert plain_plan["plan"] == "vector" and plain_plan["reads_input"], plain_plan
-    assert frame_plan["plan"] == "python" and not frame_plan["reads_input"], frame_plan
-    assert plain_counts == {k: summary[k] for k in ("rejected", "late")} | {"read": summary["rows_read"],
-                                                                            "accepted": summary["accepted"]}
+    assert frame_plan["plan"] == "vector" and not frame_plan["reads_input"], frame_plan
+    assert summary["rejected"] > 0 and plain_counts == {k: summary[k] for k in ("rejected", "late")} | {
+        "read": summary["rows_read"], "accepted": summary["accepted"]}  # fmt: skip
     assert frame_counts == plain_counts  # the filter keeps every row
     for name in ("plain", "frame"):
-        got = read_output(tmp_path / "api" / name)
+        got = read_output(tmp_path / "api" / name / "windows")
         assert_frames_match(got, read_output(tmp_path / "parquet-local" / "windows")[list(got.columns)], ["cell"])
+        for part in ("late", "rejected"):
+            assert sorted(pd.read_parquet(tmp_path / "api" / name / part)["call_id"]) == sorted(
+                pd.read_parquet(tmp_path / "parquet-local" / part)["call_id"]), (name, part)
 
     first = ["run", str(arriving), *query[1:], "--engine", "local", "--series-start", "first", "--output",
              str(tmp_path / "first")]  # fmt: skip
