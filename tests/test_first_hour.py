@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,34 +28,57 @@ def inputs(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize(
-    ("name", "options", "message"),
-    [
-        ("calls.csv", ["--start", "start", "--end", "end", "--key", "antenna"], "unknown column 'antenna' in --key"),
-        ("calls.parquet", ["--start", "begin", "--end", "end"], "unknown column 'begin' in --start"),
-        ("calls.parquet", ["--start", "start", "--duration", "`length`"], "unknown column 'length' in --duration"),
-        ("calls.csv", ["--start", "start", "--end", "end", "--agg", "sum:volume"], "unknown column 'volume' in --agg"),
-    ],
-)
-def test_a_plain_column_mistake_is_named_before_spark_starts(inputs, name, options, message):
+MISTAKES = [
+    ("calls.csv", ["--start", "start", "--end", "end", "--key", "antenna"], "unknown column 'antenna' in --key"),
+    ("calls.parquet", ["--start", "begin", "--end", "end"], "unknown column 'begin' in --start"),
+    ("calls.parquet", ["--start", "start", "--duration", "`length`"], "unknown column 'length' in --duration"),
+    ("calls.csv", ["--start", "start", "--end", "end", "--agg", "sum:volume"], "unknown column 'volume' in --agg"),
+]
+WITHOUT_MISTAKE = ["calls.csv", "--start", "start", "--end", "end", "--key", "cell"]
+RUNNER = """
+import contextlib, io, json, sys
+from spanning.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        results.append([main(argv), err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def without_java(tmp_path_factory) -> dict[tuple[str, ...], tuple[int, str]]:
+    """``spanning run`` with each column mistake, and without one, where no Java can be found: one process
+    (``python -m spanning.cli`` but for its start, paid once), each run's exit code and stderr by its arguments.
+    Nothing else reaches the process's stderr, and no run writes its output folder."""
+    folder = tmp_path_factory.mktemp("no-java")
+    CALLS.to_csv(folder / "calls.csv", index=False)
+    CALLS.to_parquet(folder / "calls.parquet", index=False)
+    argvs = [[name, *options] for name, options, _ in MISTAKES] + [WITHOUT_MISTAKE]
+    env = {**os.environ, "JAVA_HOME": str(folder / "no-java"), "PYTHONPATH": str(ROOT)}
+    runs = json.dumps([["run", *argv, *WINDOW] for argv in argvs])
+    done = subprocess.run([sys.executable, "-c", RUNNER, runs], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
+    assert not (folder / "out").exists()
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    return {tuple(argv): (code, err) for argv, (code, err) in zip(argvs, results, strict=True)}
+
+
+@pytest.mark.parametrize(("name", "options", "message"), MISTAKES)
+def test_a_plain_column_mistake_is_named_before_spark_starts(without_java, name, options, message):
     """From the header or the Parquet footer, with no JVM: a Java that cannot be found fails the run with
     another error (``test_the_same_run_without_the_mistake_stops_at_java``), had the check waited for Spark."""
-    done = _run_without_java(inputs, [name, *options])
-    assert done.returncode == 2, done.stderr
-    assert done.stderr == f"spanning: error: {message}: the columns are cell, start, end, bytes\n"
-    assert not (inputs / "out").exists()
+    code, err = without_java[name, *options]
+    assert code == 2, err
+    assert err == f"spanning: error: {message}: the columns are cell, start, end, bytes\n"
 
 
-def test_the_same_run_without_the_mistake_stops_at_java(inputs):
+def test_the_same_run_without_the_mistake_stops_at_java(without_java):
     """What makes the test above able to fail: without the column mistake, the run gets as far as Spark."""
-    done = _run_without_java(inputs, ["calls.csv", "--start", "start", "--end", "end", "--key", "cell"])
-    assert done.returncode == 2 and done.stderr.startswith("spanning: error: Java was not found"), done.stderr
-
-
-def _run_without_java(folder: Path, args: list[str]) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JAVA_HOME": str(folder / "no-java"), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "spanning.cli", "run", *args, *WINDOW], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    code, err = without_java[tuple(WITHOUT_MISTAKE)]
+    assert code == 2 and err.startswith("spanning: error: Java was not found"), err
 
 
 @pytest.mark.parametrize("key", ["cell", "CELL", "`cell`", "`Cell`", "cell % 2", "current_date", "concat(cell, 'x')"])
