@@ -72,12 +72,13 @@ from spark_jobs.prepare import (
     KindCounts,
     Prepared,
     csv_file_records,
+    local_input_bytes,
     prepare,
     quoted,
     read_input,
     valid_column,
 )
-from spark_jobs.run import to_seconds, to_time
+from spark_jobs.run import QUICK_JIT_INPUT, to_seconds, to_time
 from spark_jobs.windowed import result_type
 
 BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_flush"
@@ -710,6 +711,16 @@ def series_start_line(series_start: str) -> str:
     return f"series start: {series_start} (every key's windows start there, as with spanning run --series-start)"
 
 
+def quick_compiler(options: StreamOptions, there: Any) -> bool:
+    """Whether the stream's JVM keeps to its quick compiler (C1), as ``spanning run`` does below
+    ``QUICK_JIT_INPUT``: only an available-now run, whose input is the local files there at its start (a stream
+    that runs on takes both compilers). An 8,000-row drained stream of 4 CSV files (640 kB): 27.0-28.0 s
+    against 36.1-37.5 s, whole processes, three interleaved pairs. At 600k rows (14 MB of Parquet, 6 files)
+    two pairs showed no difference either way (58.1 and 54.6 s against 55.1 and 64.2 s): run's threshold."""
+    size = None if there is None else local_input_bytes(there)
+    return options.trigger == "available-now" and size is not None and size < QUICK_JIT_INPUT
+
+
 def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, progress: Any = print) -> dict:
     """Run ``spanning stream`` until its trigger ends it (available-now) or Ctrl-C; returns the summary."""
     from spanning.app.stream_command import stream_output
@@ -730,7 +741,8 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         progress(line)
 
     waits(starting(cfg.spark.master))
-    spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions)
+    spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions,
+                        quick_compiler=quick_compiler(options, there))
     # the Python workers started, the engine and the compiled kernel loaded, while the driver plans the stream
     warm_python_workers(spark, ("numpy", "pandas", "pyarrow", "spanning.engines.open_windows",
                                 "spanning.kernels.compiled"))  # fmt: skip

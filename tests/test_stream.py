@@ -340,6 +340,28 @@ def test_stream_options_are_checked():
     assert StreamOptions("chk").spark_trigger == {"availableNow": True}
 
 
+def test_an_available_now_run_over_small_local_files_keeps_the_jvm_to_its_quick_compiler(tmp_path, monkeypatch):
+    """As ``spanning run`` does below ``QUICK_JIT_INPUT``; a stream that runs on, larger files, remote files or
+    no files yet take both compilers."""
+    import dataclasses
+
+    from spanning.app.files import input_files
+    from spark_jobs import stream
+
+    drop_files(tmp_path / "in", [clean_calls(50, seed=1)])
+    there = input_files([str(tmp_path / "in")], "csv", ",")
+    size = sum(p.stat().st_size for p in (tmp_path / "in").iterdir())
+    assert stream.quick_compiler(StreamOptions("chk"), there)
+    assert not stream.quick_compiler(StreamOptions("chk", trigger="10s"), there)
+    assert not stream.quick_compiler(StreamOptions("chk"), None)
+    remote = dataclasses.replace(there, files=["s3a://bucket/calls.csv"])
+    assert not stream.quick_compiler(StreamOptions("chk"), remote)
+    monkeypatch.setattr(stream, "QUICK_JIT_INPUT", size)
+    assert not stream.quick_compiler(StreamOptions("chk"), there)
+    monkeypatch.setattr(stream, "QUICK_JIT_INPUT", size + 1)
+    assert stream.quick_compiler(StreamOptions("chk"), there)
+
+
 @pytest.fixture(scope="module")
 def four_files(tmp_path_factory):
     """The first 8,000 rows of the sample (in end order) as 4 files, and the batch job's output on them."""
