@@ -47,9 +47,17 @@ report = {"runs": [run(argv) for argv in json.loads(sys.argv[1])]}
 probes = json.loads(sys.argv[3])
 
 
-def where(_):  # on an executor: its Python, and where the engine and sortedcontainers come from
-    import importlib.util, sys
-    return [sys.executable, *(getattr(importlib.util.find_spec(n), "origin", None) for n in probes)]
+def where(_):  # on an executor: its Python, its JVM's -XX options, where the engine and sortedcontainers come from
+    import importlib.util, os, sys
+    pid, jvm = os.getpid(), None
+    while jvm is None and pid > 1:  # up from this worker to the executor's JVM
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            args = cmdline.read().split(b"\\0")
+        if any(b"CoarseGrainedExecutorBackend" in a for a in args):
+            jvm = [a.decode() for a in args if a.startswith(b"-XX:")]
+        with open(f"/proc/{pid}/stat") as stat:
+            pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+    return [sys.executable, jvm, *(getattr(importlib.util.find_spec(n), "origin", None) for n in probes)]
 
 
 from pyspark.sql import SparkSession
@@ -165,7 +173,8 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert [o for o in jvm_options if o.startswith("-XX:SharedArchiveFile=")] == archive[:1], jvm_options
     assert f"-Xmx{driver_memory()}" in jvm_options, jvm_options  # not Spark's 1 GiB (session.driver_memory)
 
-    python, *origins = report["executor"]
+    python, executor_jvm, *origins = report["executor"]
+    assert "-XX:TieredStopAtLevel=1" in executor_jvm, executor_jvm  # local-cluster's executors: the same choice
     assert Path(python) == bare_python  # the workers ran the bare Python, importing the shipped engine
     assert all(origin and f"/{ENGINE_ZIP}/" in origin for origin in origins), origins
 
