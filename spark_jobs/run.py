@@ -64,6 +64,12 @@ QUICK_JIT_INPUT = 4 * 2**20  # below this, the JVM's quick compiler alone: 1-2 s
 # 200k, 5 s more at 1M rows (docs/BENCHMARKS.md)
 
 
+def small_local_input(inputs: Inputs) -> bool:
+    """Local input files of under ``QUICK_JIT_INPUT`` bytes in all: there the JVM's quick compiler alone pays."""
+    size = local_input_bytes(inputs)
+    return size is not None and size < QUICK_JIT_INPUT
+
+
 def to_time(column, cfg: RunConfig, is_timestamp: bool):
     if not is_timestamp:
         return column
@@ -211,10 +217,9 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     began = time.perf_counter()
     inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)  # mistakes before Spark starts
     check_plain_columns(cfg, inputs)
-    size = local_input_bytes(inputs)
     # the JVM's quick compiler alone where the JVM's share of the work is small: a small input, or Parquet that
     # vector's tasks read themselves into few partials (the JVM only merges and writes them; docs/BENCHMARKS.md)
-    quick = (size is not None and size < QUICK_JIT_INPUT) or jvm_merge_is_small(cfg, inputs)
+    quick = small_local_input(inputs) or jvm_merge_is_small(cfg, inputs)
     with Progress(quiet_off_terminal=True) as progress:  # on a terminal: what the seconds before the result go to
         progress(starting(cfg.spark.master))
         spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, quick_compiler=quick)

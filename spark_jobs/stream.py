@@ -72,13 +72,12 @@ from spark_jobs.prepare import (
     KindCounts,
     Prepared,
     csv_file_records,
-    local_input_bytes,
     prepare,
     quoted,
     read_input,
     valid_column,
 )
-from spark_jobs.run import QUICK_JIT_INPUT, to_seconds, to_time
+from spark_jobs.run import small_local_input, to_seconds, to_time
 from spark_jobs.windowed import result_type
 
 BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_flush"
@@ -717,8 +716,7 @@ def quick_compiler(options: StreamOptions, there: Any) -> bool:
     that runs on takes both compilers). An 8,000-row drained stream of 4 CSV files (640 kB): 27.0-28.0 s
     against 36.1-37.5 s, whole processes, three interleaved pairs. At 600k rows (14 MB of Parquet, 6 files)
     two pairs showed no difference either way (58.1 and 54.6 s against 55.1 and 64.2 s): run's threshold."""
-    size = None if there is None else local_input_bytes(there)
-    return options.trigger == "available-now" and size is not None and size < QUICK_JIT_INPUT
+    return options.trigger == "available-now" and there is not None and small_local_input(there)
 
 
 def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, progress: Any = print) -> dict:

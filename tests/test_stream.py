@@ -346,7 +346,7 @@ def test_an_available_now_run_over_small_local_files_keeps_the_jvm_to_its_quick_
     import dataclasses
 
     from spanning.app.files import input_files
-    from spark_jobs import stream
+    from spark_jobs import run, stream
 
     drop_files(tmp_path / "in", [clean_calls(50, seed=1)])
     there = input_files([str(tmp_path / "in")], "csv", ",")
@@ -356,9 +356,9 @@ def test_an_available_now_run_over_small_local_files_keeps_the_jvm_to_its_quick_
     assert not stream.quick_compiler(StreamOptions("chk"), None)
     remote = dataclasses.replace(there, files=["s3a://bucket/calls.csv"])
     assert not stream.quick_compiler(StreamOptions("chk"), remote)
-    monkeypatch.setattr(stream, "QUICK_JIT_INPUT", size)
+    monkeypatch.setattr(run, "QUICK_JIT_INPUT", size)
     assert not stream.quick_compiler(StreamOptions("chk"), there)
-    monkeypatch.setattr(stream, "QUICK_JIT_INPUT", size + 1)
+    monkeypatch.setattr(run, "QUICK_JIT_INPUT", size + 1)
     assert stream.quick_compiler(StreamOptions("chk"), there)
 
 
