@@ -15,6 +15,7 @@ from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import EventFields, InputFiles, RunConfig, UsageError, WindowQuery
 from spanning.cli import main
 from spark_jobs.session import INCUBATOR_WARNING, forward_jvm_stderr
+from tests.test_install import BLOCKED_RUNNER
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW = ["--range", "15m", "--slide", "5m", "--ttp", "1h", "--output", "out"]
@@ -35,16 +36,6 @@ MISTAKES = [
     ("calls.csv", ["--start", "start", "--end", "end", "--agg", "sum:volume"], "unknown column 'volume' in --agg"),
 ]
 WITHOUT_MISTAKE = ["calls.csv", "--start", "start", "--end", "end", "--key", "cell"]
-RUNNER = """
-import contextlib, io, json, sys
-from spanning.cli import main
-results = []
-for argv in json.loads(sys.argv[1]):
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        results.append([main(argv), err.getvalue()])
-print(json.dumps(results))
-"""
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +49,13 @@ def without_java(tmp_path_factory) -> dict[tuple[str, ...], tuple[int, str]]:
     argvs = [[name, *options] for name, options, _ in MISTAKES] + [WITHOUT_MISTAKE]
     env = {**os.environ, "JAVA_HOME": str(folder / "no-java"), "PYTHONPATH": str(ROOT)}
     runs = json.dumps([["run", *argv, *WINDOW] for argv in argvs])
-    done = subprocess.run([sys.executable, "-c", RUNNER, runs], cwd=folder, env=env, capture_output=True,
+    runner = BLOCKED_RUNNER.format(blocked=())  # main over each argv in one process, nothing blocked
+    done = subprocess.run([sys.executable, "-c", runner, runs], cwd=folder, env=env, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
     assert not (folder / "out").exists()
-    results = json.loads(done.stdout.strip().splitlines()[-1])
-    return {tuple(argv): (code, err) for argv, (code, err) in zip(argvs, results, strict=True)}
+    results = json.loads(done.stdout.strip().splitlines()[-1])["results"]
+    return {tuple(argv): (code, err) for argv, (code, _, err) in zip(argvs, results, strict=True)}
 
 
 @pytest.mark.parametrize(("name", "options", "message"), MISTAKES)
