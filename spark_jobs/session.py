@@ -309,16 +309,25 @@ def warm_python_workers(spark, modules: tuple[str, ...]) -> threading.Thread:
     sat idle as the driver planned (docs/BENCHMARKS.md). Workers are reused (``spark.python.worker.reuse``), so
     the stage finds them started, with the compiled kernel loaded (a module's ``warm_up``). A warm-up only: a
     failure here is left to the query to report.
+
+    On a local master the workers share one kernel cache (one machine), so with an empty cache each task compiles
+    its share of the kernels (``warm_up(part=i, parts=cores)``) and loads the rest from the cache when it needs
+    them; elsewhere every task loads or compiles them all (an executor machine has a cache of its own).
     """
     cores = spark.sparkContext.defaultParallelism
+    master = spark.sparkContext.master
+    parts = cores if master == "local" or master.startswith(("local[", "local-cluster[")) else 1
 
     def start_worker(batches):  # runs on the executors
         import importlib
 
+        from pyspark import TaskContext
+
+        part = TaskContext.get().partitionId() % parts
         for name in modules:
             warm_up = getattr(importlib.import_module(name), "warm_up", None)
             if warm_up is not None:  # the compiled kernel: loaded from its cache (or compiled) here
-                warm_up()
+                warm_up(part=part, parts=parts)
         yield from batches
 
     def warm() -> None:

@@ -212,3 +212,22 @@ def test_the_read_side_s_warm_up_leaves_a_worker_s_first_piece_nothing_to_import
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_workers_compiling_together_each_take_a_share_of_whole_kernels_and_all_are_warmed():
+    """``warm_up(part=i, parts=n)``: the shares of ``warm_up_shares`` hold every kernel once, whole (all of its
+    types in one process: numba keeps them in one index file), of about equal compile time; and every compiled
+    function of the module is in the warm-up, with a measured cost."""
+    calls = compiled._warm_up_calls(every=True)
+    kernels = {name for name in compiled.__all__ if hasattr(getattr(compiled, name), "signatures")}
+    assert set(calls) == kernels == set(compiled.COMPILE_SECONDS)
+    assert calls.keys() == compiled._warm_up_calls(every=False).keys()
+    for parts in (1, 2, 3, 4):
+        shares = compiled.warm_up_shares(parts)
+        assert len(shares) == parts and sorted(n for share in shares for n in share) == sorted(kernels)
+        loads = [sum(compiled.COMPILE_SECONDS[n] for n in share) for share in shares]
+        assert max(loads) - min(loads) <= max(compiled.COMPILE_SECONDS.values()), (parts, shares)
+    first, second = compiled.warm_up_shares(2)
+    assert ("run_cells" in first) != ("run_extremes" in first), (first, second)  # the two longest compiles apart
+    for part in (0, 1):  # each share runs (loaded from this checkout's cache, or compiled)
+        assert compiled.warm_up(every=True, part=part, parts=2) >= 0

@@ -143,16 +143,17 @@ def pieces(row_groups: Sequence[tuple[str, int, int]], cores: int, most: int) ->
             for parts in [max(-(-rows // size), 1)] for part in range(parts)]  # fmt: skip
 
 
-def warm_up() -> None:
-    """Load what a task's first piece would otherwise load: the compiled kernel, and the modules pyarrow imports
-    on first use (``pyarrow.compute``, and pandas through it), by reducing two rows of each column kind. A Python
-    worker does it while the driver plans (``spark_jobs.session.warm_python_workers``): measured 2026-11-27, a
-    worker's first 1M-row piece took 0.99 s against 0.15 s for the next, 0.6 s of it in these imports."""
+def warm_up(part: int = 0, parts: int = 1) -> None:
+    """Load what a task's first piece would otherwise load: the compiled kernel (``part`` of ``parts`` of it, see
+    ``spanning.kernels.compiled.warm_up``), and the modules pyarrow imports on first use (``pyarrow.compute``, and
+    pandas through it), by reducing two rows of each column kind. A Python worker does it while the driver plans
+    (``spark_jobs.session.warm_python_workers``): measured 2026-11-27, a worker's first 1M-row piece took 0.99 s
+    against 0.15 s for the next, 0.6 s of it in these imports."""
     import pyarrow as pa
 
     from spanning.kernels.compiled import warm_up as load_kernel
 
-    load_kernel()
+    load_kernel(part=part, parts=parts)
     rows = pa.table({"k": [1, 2], "s": pa.array([0, 60_000_000], pa.timestamp("us", "UTC")),
                      "e": pa.array([90_000_000, 60_000_000], pa.timestamp("us", "UTC")),
                      "i": [3, None], "f": [1.5, None]})  # fmt: skip

@@ -400,7 +400,51 @@ def first_rows(codes, n_keys):
     return rows
 
 
-def warm_up(every: bool = False) -> float:
+def _warm_up_calls(every: bool) -> dict[str, list]:
+    """Each kernel's calls, by name, for the types the paths call it with (see ``warm_up``)."""
+    ints, floats, flags = np.zeros(1, np.int64), np.zeros(1, np.float64), np.ones(1, np.bool_)
+    held, held_floats = ints.copy(), floats.copy()  # read-only, as Arrow's columns come
+    held.flags.writeable = held_floats.flags.writeable = False
+    ints_of, floats_of = ((ints, held), (floats, held_floats)) if every else ((ints,), (floats,))
+    codes_of = (ints, np.zeros(1, np.int32)) if every else (ints,)  # int32: the stream's key codes
+    return {
+        "run_counts": [lambda: run_counts(ints, ints, 1)],
+        "run_sums_int": [lambda v=v: run_sums_int(ints, ints, 1, v) for v in ints_of],
+        "run_sums_float": [lambda v=v: run_sums_float(ints, ints, 1, v) for v in floats_of],
+        "run_extremes": [lambda: run_extremes(ints, ints, 1, ints, np.int64(0), True),
+                         lambda: run_extremes(ints, ints, 1, floats, np.float64(0), True)],
+        "run_occupancy": [lambda t=t: run_occupancy(ints, ints, 1, t, t, ints, 1, 1) for t in ints_of],
+        "run_cells": [lambda t=t: run_cells(ints, t, t, 1, 1) for t in ints_of],
+        "event_runs": [lambda t=t: event_runs(t, t, flags.copy(), 1, 0, 1, 0, 0, False) for t in ints_of],
+        "dense_codes": [lambda t=t: dense_codes(t, 1) for t in ints_of],
+        "run_windows": [lambda: run_windows(ints, ints)],
+        "key_extremes": [lambda c=c: key_extremes(ints, c, ints.copy(), True) for c in codes_of],
+        "chunk_runs": [lambda c=c: chunk_runs(ints, ints, c, ints, ints, ints, 1, 0, 1, 0) for c in codes_of],
+        "first_rows": [lambda: first_rows(ints, 1)],
+    }  # fmt: skip
+
+
+# seconds each kernel's warm-up calls (every=True) took to compile with an empty cache, one process on 2 cores
+# (the mean of two runs, 2026-11-28; 23-24 s in all); they only balance the shares of workers compiling together
+COMPILE_SECONDS = {"run_cells": 6.8, "run_extremes": 6.3, "dense_codes": 2.8, "run_occupancy": 1.9, "run_counts": 1.3,
+                   "chunk_runs": 1.2, "event_runs": 1.0, "run_sums_float": 0.9, "run_sums_int": 0.3,
+                   "key_extremes": 0.3, "run_windows": 0.3, "first_rows": 0.2}  # fmt: skip
+
+
+def warm_up_shares(parts: int) -> list[list[str]]:
+    """The kernels split into ``parts`` shares of about equal compile time (the longest first, each to the share
+    with the least so far). A kernel stays whole: numba keeps all its compiled types in one index file, which
+    two processes compiling it at once would overwrite in turn."""
+    shares: list[list[str]] = [[] for _ in range(parts)]
+    load = [0.0] * parts
+    for name in sorted(_warm_up_calls(False), key=lambda n: -COMPILE_SECONDS.get(n, 1.0)):
+        least = load.index(min(load))
+        shares[least].append(name)
+        load[least] += COMPILE_SECONDS.get(name, 1.0)
+    return shares
+
+
+def warm_up(every: bool = False, part: int = 0, parts: int = 1) -> float:
     """Load (or compile, where there is no cache) every kernel for the types the paths call it with, and return
     the seconds it took: a Python worker does it while the driver plans, not in its first task.
 
@@ -408,32 +452,17 @@ def warm_up(every: bool = False) -> float:
     stream's) and the stream's int32 key codes, which numba compiles apart. A worker leaves those to the task that
     first needs them (then cached): compiled in every warm-up, they cost a cold start about 7 s more (a 20-row
     stream: 62 s against 69 s, measured on 2 cores on 2026-11-27). ``scripts/setup.sh`` compiles them all.
+
+    ``part`` of ``parts``: only that share of the kernels (``warm_up_shares``), for workers that share one cache
+    (one machine): each compiles its share at the same time, and later calls load the others' from the cache.
     """
     import time
 
     began = time.perf_counter()
-    ints, floats, flags = np.zeros(1, np.int64), np.zeros(1, np.float64), np.ones(1, np.bool_)
-    held, held_floats = ints.copy(), floats.copy()  # read-only, as Arrow's columns come
-    held.flags.writeable = held_floats.flags.writeable = False
-    ints_of, floats_of = ((ints, held), (floats, held_floats)) if every else ((ints,), (floats,))
-    run_counts(ints, ints, 1)
-    for values, values_float in zip(ints_of, floats_of, strict=True):
-        run_sums_int(ints, ints, 1, values)
-        run_sums_float(ints, ints, 1, values_float)
-    for largest in (True, False):
-        run_extremes(ints, ints, 1, ints, np.int64(0), largest)
-        run_extremes(ints, ints, 1, floats, np.float64(0), largest)
-    for times in ints_of:
-        run_occupancy(ints, ints, 1, times, times, ints, 1, 1)
-        run_cells(ints, times, times, 1, 1)
-        event_runs(times, times, flags.copy(), 1, 0, 1, 0, 0, False)
-        dense_codes(times, 1)
-    run_windows(ints, ints)
-    for codes in (ints, np.zeros(1, np.int32)) if every else (ints,):  # int32: the stream's key codes
-        for largest in (True, False):
-            key_extremes(ints, codes, ints.copy(), largest)
-        chunk_runs(ints, ints, codes, ints, ints, ints, 1, 0, 1, 0)
-    first_rows(ints, 1)
+    calls = _warm_up_calls(every)
+    for name in warm_up_shares(parts)[part]:
+        for call in calls[name]:
+            call()
     return time.perf_counter() - began
 
 
