@@ -9,6 +9,7 @@ as ``python -m spanning.cli`` does.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -30,7 +31,23 @@ from tests.test_spark_job import AGGS, assert_frames_match, read_output
 MASTER = "local-cluster[2,1,1024]"
 BROKEN = "driver_only"  # a module that only the driver can import
 
-RUNNER = """
+
+def per_event_windows() -> dict[str, list]:
+    """The per-event engine's windows on a few events (run by the cluster's probe task too: the runner holds this
+    function's source)."""
+    import spanning
+
+    windows = {}
+    for technique, height in (("se-ml-slicing", 2), ("sweeping", 1)):
+        engine = spanning.Engine(spanning.WindowSpec(10, 5, 20), {"n": "count", "s": "sum:v"}, technique=technique,
+                                 height=height)  # fmt: skip
+        events = ((0, 7, 1), (3, 12, 2), (9, 30, 4), (14, 15, 8))
+        released = [w for s, e, v in events for w in engine.insert(s, e, {"v": v})] + engine.flush()
+        windows[technique] = [[w.start, w.values["n"], w.values["s"]] for w in released]
+    return windows
+
+
+RUNNER = inspect.getsource(per_event_windows) + """
 import contextlib, importlib, io, json, sys, time
 
 from spanning.cli import main
@@ -47,7 +64,8 @@ report = {"runs": [run(argv) for argv in json.loads(sys.argv[1])]}
 probes = json.loads(sys.argv[3])
 
 
-def where(_):  # on an executor: its Python, its JVM's -XX options, where the engine and sortedcontainers come from
+def where(_):  # on an executor: its Python, its JVM's -XX options, where the engine and sortedcontainers come from,
+    # and the per-event engine's windows (SE-ML-Slicing; Plane Sweeping's sorted lists come from sortedcontainers)
     import importlib.util, os, sys
     pid, jvm = os.getpid(), None
     while jvm is None and pid > 1:  # up from this worker to the executor's JVM
@@ -57,7 +75,8 @@ def where(_):  # on an executor: its Python, its JVM's -XX options, where the en
             jvm = [a.decode() for a in args if a.startswith(b"-XX:")]
         with open(f"/proc/{pid}/stat") as stat:
             pid = int(stat.read().rsplit(")", 1)[1].split()[1])
-    return [sys.executable, jvm, *(getattr(importlib.util.find_spec(n), "origin", None) for n in probes)]
+    origins = [getattr(importlib.util.find_spec(n), "origin", None) for n in probes]
+    return [sys.executable, jvm, per_event_windows(), *origins]
 
 
 from pyspark.sql import SparkSession
@@ -118,18 +137,18 @@ def sample(tmp_path_factory) -> Path:
 
 
 def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_path):
-    """Same windows, late and rejected events as the local engine: the command's python plan with se-slicing and
-    se-ml-slicing, its stream, and ``spanning.spark.aggregate``'s vector plan over the Parquet row groups and over
-    a frame's rows; and a worker's exception told in one line (its type and message), as in local mode."""
+    """Same windows, late and rejected events as the local engine: the command's python plan, its stream, and
+    ``spanning.spark.aggregate``'s vector plan over the Parquet row groups and over a frame's rows; the per-event
+    engine (SE-ML-Slicing, Plane Sweeping) gives the driver's windows inside an executor's task; and a worker's
+    exception is told in one line (its type and message), as in local mode."""
     windows = [str(sample), "--range", "15m", "--slide", "5m", "--ttp", "30m", "--start", "start", "--end", "end",
                "--key", "cell"]  # fmt: skip
     query = [*windows, *(arg for spec in AGGS for arg in ("--agg", spec))]
     on_cluster = ["--master", MASTER, "--partitions", "4", "--plan", "python"]  # mapInPandas: Python on executors
     traffic = ["--agg", "erlang", "--agg", "peak_concurrent", "--agg", "prorated_sum:bytes"]  # the batch path's
-    runs = {
-        "cluster": [*query, *traffic, *on_cluster],
-        "ml": [*query, *on_cluster, "--technique", "se-ml-slicing", "--height", "2"],  # the per-event engine
-    }
+    # the command's per-event engine (--technique se-ml-slicing) is not run here as a job of its own (12 s of the
+    # test): the probe task below runs that engine on the executor and is compared with the driver's
+    runs = {"cluster": [*query, *traffic, *on_cluster]}
     argvs = [["run", *argv, "--output", str(tmp_path / name)] for name, argv in runs.items()]
     arriving = tmp_path / "arriving"  # spanning stream: the same calls as two files, the state on the executors
     arriving.mkdir()
@@ -173,10 +192,12 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert [o for o in jvm_options if o.startswith("-XX:SharedArchiveFile=")] == archive[:1], jvm_options
     assert f"-Xmx{driver_memory()}" in jvm_options, jvm_options  # not Spark's 1 GiB (session.driver_memory)
 
-    python, executor_jvm, *origins = report["executor"]
+    python, executor_jvm, per_event, *origins = report["executor"]
     assert "-XX:TieredStopAtLevel=1" in executor_jvm, executor_jvm  # local-cluster's executors: the same choice
     assert Path(python) == bare_python  # the workers ran the bare Python, importing the shipped engine
     assert all(origin and f"/{ENGINE_ZIP}/" in origin for origin in origins), origins
+    on_driver = per_event_windows()
+    assert per_event == on_driver and on_driver["se-ml-slicing"] == on_driver["sweeping"] != [], per_event
 
     assert main(["run", *query, *traffic, "--engine", "local", "--output", str(tmp_path / "local")]) == 0
     local = tmp_path / "local"
