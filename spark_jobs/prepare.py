@@ -10,6 +10,7 @@ the query uses).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Callable
@@ -245,10 +246,10 @@ class KindCounts:
     files there when it starts, and keeps the counts in its checkpoint, so that a restart reads the same
     kinds without reading every file again.
 
-    ``column_text`` (a stream over local Parquet files): an input column's values as an Arrow string array,
-    read on the driver; a label whose expression is that plain column is then counted there, with the local
-    engine's grammar (``spanning.engines.reader.text_stats``, the same patterns as Spark's), and no Spark job
-    runs (4 s of a stream's start on 600k rows, most of it the JVM's first job).
+    ``column_text`` (a stream over local Parquet files, ``local_csv_text``): an input column's values as an Arrow
+    string array, read on the driver; a label whose expression is that plain column is then counted there, with
+    the local engine's grammar (``spanning.engines.reader.text_stats``, the same patterns as Spark's), and no Spark
+    job runs (4 s of a stream's start on 600k rows, most of it the JVM's first job).
     """
 
     def __init__(self, rows: Callable[[], DataFrame], saved: dict[str, dict] | None = None,
@@ -360,7 +361,7 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCoun
     raw = {}  # counts of CSV columns as read: also the kinds of the time and value columns that stay text
     if csv:  # CSV text: columns of plain integers become long (nothing lost), the others stay text
         roles = {fields.start, fields.end, fields.duration, *query.numeric_columns}
-        raw = stats = counts("raw:", {name: quoted(name) for name in original}, roles)
+        raw = stats = counts("raw:", {name: quoted(name) for name in original}, roles, {n: n for n in original})
         typed = [_plain(quoted(n), T.StringType(), column_kind("plain", stats[n])).alias(n) for n in original]
         counts.typed = typed
         frame = frame.select(*typed, *([quoted(MALFORMED)] if malformed else []))
@@ -463,6 +464,37 @@ def local_input_bytes(inputs: Inputs) -> int | None:
     return None if any("://" in path for path in inputs.files) else sum(os.path.getsize(p) for p in inputs.files)
 
 
+#: local CSV files under this many bytes in all have their column kinds counted on the driver (``local_csv_text``)
+DRIVER_COUNTS_BELOW = 4 * 2**20
+
+
+def local_csv_text(inputs: Inputs | None) -> Callable[[str], Any] | None:
+    """For local CSV files of under ``DRIVER_COUNTS_BELOW`` bytes in all: a column of them as one Arrow string array,
+    read on the driver by the reader the tasks run (``spanning.app.csv_records``), so that ``KindCounts`` counts
+    the column kinds without a Spark job (a fresh JVM's first job: 3.5 s of a 20-row stream's 18 s, pyinstrument,
+    2026-11-28); None for other inputs. Larger files are counted by Spark's tasks, in parallel."""
+    if inputs is None or inputs.format != "csv" or inputs.columns is None:
+        return None
+    size = local_input_bytes(inputs)
+    if size is None or size >= DRIVER_COUNTS_BELOW:
+        return None
+
+    @functools.cache
+    def records() -> Any:  # every file read once, when the first column is asked for
+        import pyarrow as pa
+
+        from spanning.app.csv_records import read_csv_records
+
+        names = list(inputs.columns)
+        return pa.concat_tables([read_csv_records(path, inputs.delimiter, names) for path in inputs.files])
+
+    def column_text(name: str) -> Any:
+        table = records()
+        return table.column(name) if name in table.column_names and name != MALFORMED else None
+
+    return column_text
+
+
 def load(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None = None) -> Prepared:
     """Check the inputs (unless ``inputs`` are checked ones), read them and prepare every row (the reader contract)."""
     inputs = inputs or input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
@@ -472,7 +504,8 @@ def load(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None = None) -> P
 def prepare_frame(frame: DataFrame, cfg: RunConfig, inputs: Inputs | None = None) -> Prepared:
     """Prepare every row of ``frame`` (the reader contract); ``inputs``: the files ``frame`` is a plain read of
     (``read_input``), whose footers and sizes the plans may use, or None for any other DataFrame."""
-    prepared = prepare(frame, cfg, csv=inputs is not None and inputs.format == "csv")
+    kinds = KindCounts(lambda rows=frame: rows, column_text=local_csv_text(inputs))
+    prepared = prepare(frame, cfg, csv=inputs is not None and inputs.format == "csv", kinds=kinds)
     # a DataFrame of the caller's is recomputed rather than cached, as Parquet is (they may cache it themselves)
     prepared.columnar = inputs is None or inputs.format == "parquet"
     if inputs is not None:

@@ -72,6 +72,7 @@ from spark_jobs.prepare import (
     KindCounts,
     Prepared,
     csv_file_records,
+    local_csv_text,
     prepare,
     quoted,
     read_input,
@@ -235,8 +236,10 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
         there, fmt = files_there(spark, cfg)
         schema = there.schema
     # the column kinds: counted once over the files there at the start, then kept with the checkpoint
+    column_text = local_parquet_text(cfg, fmt) or local_csv_text(
+        input_files(cfg.inputs.paths, fmt, cfg.inputs.delimiter, warn=False) if there is not None else None)
     kinds = KindCounts(lambda: there if there is not None else files_there(spark, cfg, fmt)[0], saved_kinds(options),
-                       local_parquet_text(cfg, fmt))  # fmt: skip
+                       column_text)  # fmt: skip
     reader = spark.readStream if fmt == "csv" else spark.readStream.schema(schema)
     if options.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)

@@ -637,6 +637,48 @@ def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_sp
     assert local_parquet_text(cfg, "csv") is None
 
 
+def test_the_column_kinds_of_small_local_csv_files_are_counted_on_the_driver_as_spark_counts_them(spark, tmp_path,
+                                                                                                  monkeypatch):
+    """``spanning run`` and the stream's start over local CSV files under ``DRIVER_COUNTS_BELOW`` bytes count the
+    kinds of the text columns by the tasks' own reader on the driver: the counts must be Spark's over the rows
+    ``read_input`` gives (quoted fields, empty fields, malformed records, garbage, plain integers past 64 bits);
+    larger or remote files are left to Spark."""
+    from pyspark.sql import functions as F
+
+    from spanning.app.files import input_files
+    from spark_jobs import prepare
+    from spark_jobs.prepare import KindCounts, _text_stats, local_csv_text, quoted, read_input
+
+    values = ["2024-03-04 00:00:00", "1709510400", "12.5", "abc", "", '"2024-03-04 00:00:01"', "99999999999999999999",
+              "-3", "9223372036854775808", '"1,5"', " 7", "1e3", "0012", "2024-03-04T00:00:02"]  # fmt: skip
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(2):
+        lines = [f"{v},{n}" for n, v in enumerate(values[i::2])] + (["5,6,7", "8"] if i else [])  # two malformed
+        (folder / f"p{i}.csv").write_text("t,n\n" + "\n".join(lines) + "\n")
+    inputs = input_files([str(folder)], None, ",", warn=False)
+    frame = read_input(spark, inputs)
+    columns = {name: quoted(name) for name in ("t", "n")}
+    asked = []
+    read = local_csv_text(inputs)
+
+    def column_text(name):
+        asked.append(name)
+        return read(name)
+
+    for full in (None, {"t"}, set()):  # every count, the roles' (as prepare asks), and the plain ones only
+        on_driver = KindCounts(lambda: frame, None, column_text)("raw:", columns, full, {"t": "t", "n": "n"})
+        assert on_driver == _text_stats(frame, columns, full), full
+    assert asked == ["t", "n"] * 3  # counted on the driver every time
+    assert on_driver["t"].present == len(values) - 1 + 2 and on_driver["n"].present == len(values) + 1
+    assert read("_malformed") is None and read("missing") is None
+    monkeypatch.setattr(prepare, "DRIVER_COUNTS_BELOW", sum(p.stat().st_size for p in folder.iterdir()))
+    assert local_csv_text(inputs) is None  # not under the bound: Spark counts
+    parquet = tmp_path / "p.parquet"
+    frame.select(F.col("t")).toPandas().to_parquet(parquet)
+    assert local_csv_text(input_files([str(parquet)], None, ",", warn=False)) is None
+
+
 def test_the_summary_keeps_the_trigger_times_of_the_last_batches_only():
     from types import SimpleNamespace
 
