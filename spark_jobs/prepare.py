@@ -464,7 +464,10 @@ def local_input_bytes(inputs: Inputs) -> int | None:
     return None if any("://" in path for path in inputs.files) else sum(os.path.getsize(p) for p in inputs.files)
 
 
-#: local CSV files under this many bytes in all have their column kinds counted on the driver (``local_csv_text``)
+#: local CSV files under this many bytes in all have their column kinds counted on the driver (``local_csv_text``).
+#: Not tuned: the quick compiler's "small local input" (``spark_jobs.run.QUICK_JIT_INPUT``) taken over. The driver
+#: parsed 1.6 MB (20k rows) in 0.033 s and 3.2 MB (42k rows) in 0.036 s (2026-11-28, 2 cores), against a Spark
+#: job's 0.3 s in a warm session to 3.5 s in a fresh JVM; the bound keeps the whole table off a big input's driver.
 DRIVER_COUNTS_BELOW = 4 * 2**20
 
 

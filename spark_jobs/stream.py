@@ -58,7 +58,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.aggregates import seconds_columns
 from spanning.app.csv_records import MALFORMED
-from spanning.app.files import check_plain_columns, input_files
+from spanning.app.files import Inputs, check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions
@@ -173,9 +173,9 @@ def check_checkpoint(folder: Path, record: dict) -> None:
     os.replace(temp, path)
 
 
-def files_there(spark: SparkSession, cfg: RunConfig, fmt: str | None = None) -> tuple[DataFrame, str]:
-    """The files already in the input folder, read as ``spanning run`` reads them, and their format: they fix
-    the schema and the column kinds."""
+def files_there(spark: SparkSession, cfg: RunConfig, fmt: str | None = None) -> tuple[DataFrame, Inputs]:
+    """The files already in the input folder, read as ``spanning run`` reads them, and the checked files (their
+    format among them): they fix the schema and the column kinds."""
     try:
         inputs = input_files(cfg.inputs.paths, fmt or cfg.inputs.format, cfg.inputs.delimiter, warn=False)  # told
     except UsageError as err:
@@ -183,7 +183,7 @@ def files_there(spark: SparkSession, cfg: RunConfig, fmt: str | None = None) -> 
             f"{err}: spanning stream reads the schema and column kinds from the files already in"
             f" {cfg.inputs.paths[0]}; put one file there before starting"
         ) from None
-    return read_input(spark, inputs), inputs.format
+    return read_input(spark, inputs), inputs
 
 
 def local_parquet_text(cfg: RunConfig, fmt: str) -> Callable[[str], Any] | None:
@@ -231,13 +231,12 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     saved = json.loads((state / JOB_FILE).read_text()) if (state / JOB_FILE).exists() else {}
     if "format" in saved:  # a restart: the schema the stream started with, not the files there now
         schema, fmt = T.StructType.fromJson(json.loads(saved["schema"])), saved["format"]
-        there = None
+        there = inputs = None
     else:
-        there, fmt = files_there(spark, cfg)
-        schema = there.schema
+        there, inputs = files_there(spark, cfg)
+        schema, fmt = there.schema, inputs.format
     # the column kinds: counted once over the files there at the start, then kept with the checkpoint
-    column_text = local_parquet_text(cfg, fmt) or local_csv_text(
-        input_files(cfg.inputs.paths, fmt, cfg.inputs.delimiter, warn=False) if there is not None else None)
+    column_text = local_parquet_text(cfg, fmt) or local_csv_text(inputs)
     kinds = KindCounts(lambda: there if there is not None else files_there(spark, cfg, fmt)[0], saved_kinds(options),
                        column_text)  # fmt: skip
     reader = spark.readStream if fmt == "csv" else spark.readStream.schema(schema)
