@@ -336,7 +336,7 @@ class StreamResult:
         is there, then stop) or an interval (``"30 seconds"``, ``"30s"``). ``drain`` (available-now only): wait for
         the input to be read, then release every key's open windows, as a batch job does at the end of its input,
         in a second round whose query is returned. ``idle_flush``, ``max_disorder``, ``buckets``: as ``spanning
-        stream``'s options; ``partitions``: of the stateful step (default one per core), fixed for a checkpoint.
+        stream``'s options; ``partitions``: the tasks that read and validate a batch's rows (default one per core).
         """
         if format != "parquet":
             raise UsageError(f"write_stream writes Parquet (format={format!r}): for another sink use foreach_batch")

@@ -1,9 +1,8 @@
 """The stream's state store: each bucket's ``OpenWindows`` as a snapshot and the changes of the batches since.
 
-``spanning stream`` hashes keys into buckets (``spark_jobs.stream``). Spark's ``applyInPandasWithState`` holds one
-value per bucket and writes it whole whenever the bucket changes, so a batch that touched one key of ten thousand
-rewrote the bucket's every key. Here Spark's value per bucket is only a ``Version`` (four numbers); the windows are
-files of the stream's checkpoint, one folder per bucket (``CHECKPOINT/spanning/buckets/B/``):
+``spanning stream`` hashes keys into buckets (``spark_jobs.stream``), and the driver reduces each batch against
+every bucket's state (``spark_jobs.stream_buckets``). A bucket's windows are files of the stream's checkpoint, one
+folder per bucket (``CHECKPOINT/spanning/buckets/B/``):
 
 * ``snapshot-V``: the whole state after the bucket's V-th change (``OpenWindows.to_bytes``);
 * ``delta-V``: the keys the V-th change changed, whole (``OpenWindows.changes_to_bytes``).
@@ -12,17 +11,16 @@ A batch writes the keys it changed, so what it writes follows its keys, not the 
 Once the deltas since the snapshot add up to more than the snapshot, the next change writes a snapshot instead,
 so that a load reads at most about twice the state and writing stays within twice the changes.
 
-**Exactly once.** Spark commits a bucket's ``Version`` with the batch, and a file is written under a temporary
-name and renamed whole. A batch that fails, or runs again after a crash, is given the ``Version`` its first run was
-given and writes the same next version again, replacing the files of the run that did not commit. Files older
-than the last snapshot but one are removed when a snapshot is written: the committed version never needs them.
+**Exactly once.** Each batch's record keeps every bucket's ``Version`` (four numbers: which files make its state),
+and a file is written under a temporary name and renamed whole. A batch that fails, or runs again after a crash, is
+given the ``Version`` its first run was given and writes the same next version again, replacing the files of the
+run that did not commit. Files older than the last snapshot but one are removed when a snapshot is written: the
+committed version never needs them. (Until 2026-11-28 Spark's ``applyInPandasWithState`` held the ``Version`` and
+the buckets were reduced in the executors' Python workers.)
 
-**A worker keeps what it wrote.** A Python worker that wrote a bucket's version V keeps that ``OpenWindows``
+**The process keeps what it wrote.** The process that wrote a bucket's version V keeps that ``OpenWindows``
 (``_HELD``), and the next batch given version V of that bucket goes on from it without reading a file. It is taken
 out while a batch uses it, so a batch that fails leaves nothing half-changed behind.
-
-The checkpoint folder must be one that the executors see at the same path as the driver (a local folder with
-``local[*]`` or on one machine, a shared mount on a cluster), as for the control files (docs/STREAMING.md).
 """
 
 from __future__ import annotations
@@ -36,12 +34,12 @@ from spanning.engines.open_windows import OpenWindows
 __all__ = ["BucketStore", "Version", "STORE_FOLDER", "new_stream_id"]
 
 STORE_FOLDER = "buckets"  # under CHECKPOINT/spanning/
-ID_FILE = "stream-id"  # in the store folder: the stream's identity (a worker keeps states per stream)
+ID_FILE = "stream-id"  # in the store folder: the stream's identity (a process keeps states per stream)
 _HELD: dict[tuple[str, int], tuple[int, OpenWindows]] = {}  # (stream id, bucket) -> (version, its state)
 
 
 class Version(NamedTuple):
-    """What Spark holds for a bucket: which files make its state."""
+    """What a batch's record holds for a bucket: which files make its state."""
 
     version: int  # changes written so far
     snapshot: int  # the version of the last snapshot
@@ -54,7 +52,7 @@ NONE = Version(0, 0, 0, 0)  # a bucket that has written nothing
 
 def new_stream_id(folder: Path) -> str:
     """The stream's identity in its store folder, made once (a checkpoint made anew at the same path is another
-    stream: a worker must not go on from the states of the earlier one)."""
+    stream: the process must not go on from the states of the earlier one)."""
     path = folder / ID_FILE
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
@@ -71,7 +69,7 @@ class BucketStore:
         self.folder, self.key = Path(folder) / str(bucket), (stream_id, bucket)
 
     def load(self, empty: OpenWindows, saved: Version) -> OpenWindows:
-        """The bucket's state at ``saved``: the one this worker wrote, or ``empty`` filled from the files."""
+        """The bucket's state at ``saved``: the one this process wrote, or ``empty`` filled from the files."""
         held = _HELD.pop(self.key, None)
         if held is not None and held[0] == saved.version:
             return held[1]

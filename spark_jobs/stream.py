@@ -2,39 +2,37 @@
 
 The query (``streaming_rows``)::
 
-    file stream of CDR files ─ prepare (reader contract) ─┐
-                                                          ├─ union ─ pack ─ groupBy(bucket) ─ applyInPandas-
-    control stream (checkpoint/spanning/control/) ────────┘                           WithState (reduce_bucket)
+    file stream of CDR files ─ spread ─ prepare (reader contract) ─ bucket ─┐
+                                                                          ├─ union ─ foreachBatch (BatchWriter):
+    control stream (checkpoint/spanning/control/) ────────────────────────┘   the batch as Arrow on the driver,
+                                                                              BucketReducer, then the outputs
 
-* **State.** Keys are hashed into a fixed number of buckets (recorded in the checkpoint). Each bucket is one
-  Spark group, and its ``OpenWindows`` (``spanning.engines.open_windows``: per key its series, clock and open
-  windows, so what it holds is bounded by its open windows) is kept in the checkpoint as a snapshot and the
-  changed keys of each batch since (``spark_jobs.bucket_store``): a batch writes the keys it changed, not the
-  bucket. Spark's state value per bucket says which files make it. One Spark group per key would cost a JVM
-  round trip per key and batch.
+* **State.** Keys are hashed into a fixed number of buckets (recorded in the checkpoint). Each bucket's
+  ``OpenWindows`` (``spanning.engines.open_windows``: per key its series, clock and open windows, so what it holds is
+  bounded by its open windows) is kept in the checkpoint as a snapshot and the changed keys of each batch since
+  (``spark_jobs.bucket_store``): a batch writes the keys it changed, not the bucket. Each batch's record says which
+  files make each bucket after it.
+* **The stateful step is on the driver** (``spark_jobs.stream_buckets``, since 2026-11-28). The executors' tasks
+  read, spread, validate and bucket a batch's rows; ``foreachBatch`` takes them to the driver as Arrow in one Spark
+  action, and the compiled kernel reduces them against each bucket's open windows there. Until then the step was
+  Spark's ``applyInPandasWithState`` on the executors, one group per bucket: a shuffle of the rows, and the windows
+  handed back through files, which together cost more than the reduction (docs/STREAMING.md).
 * **Semantics** are those of ``spanning run`` (docs/SEMANTICS.md): within a micro-batch each key's events are
   taken in end order, each key has its own clock, a window is released once that clock passes its end + TTP,
   and an event that overlaps released windows goes to ``late/`` with ``windows_missed``.
-* **Nothing is dropped by Spark.** The stateful operator (``applyInPandasWithState``) runs with ``NoTimeout`` and
-  the query has no ``withWatermark``: Spark's late-row filter exists only with an event-time watermark, so it never
-  sees a row to drop. Lateness is decided per key by the engine, and every late row is written. The job still reads
-  Spark's ``numRowsDroppedByWatermark`` into summary.json, where it must stay 0.
+* **Nothing is dropped by Spark.** The query has no stateful operator and no ``withWatermark``: Spark's late-row
+  filter exists only with an event-time watermark, so it never sees a row to drop. Lateness is decided per key by
+  the engine, and every late row is written. The job still reads Spark's ``numRowsDroppedByWatermark`` into
+  summary.json, where it must stay 0.
 * **The stream's watermark** (largest end seen minus ``--max-disorder``) is the job's own: each batch's
   buckets report their largest end, and with ``--idle-flush`` the driver writes the new watermark as a
   control file that the next batch hands to every bucket (``OpenWindows.advance``). ``available-now`` ends
-  with a control file that flushes every key, as ``spanning run`` does at the end of its input.
-* **Packed rows.** A task packs its rows per bucket into one row (the bucket, its rows as an Arrow IPC stream:
-  ``packing_functions``), and each bucket's output leaves the processor the same way, as an Arrow IPC file in the
-  checkpoint's ``outbox/`` that its one row names, read by ``BatchWriter`` on the driver, which empties the outbox
-  once the batch is written: a batch crosses the stateful step as a few rows each way (PySpark's
-  ``transformWithStateInPandas``, the step until 2026-11-26, handed its input to pandas row by row). The rows are
-  not reduced before the exchange: at 10 events per key and batch, partials per (key, window) would be 0.85-9 times
-  as many as the rows from 3 to 60 windows per event (docs/STREAMING.md). One processor since 2026-11-26: the JVM
-  micro-batch processor (``--processor jvm``) was removed.
-* **Outputs, exactly once.** ``foreachBatch`` takes each batch's rows to the driver as Arrow (one Spark
-  action), writes its windows, late and rejected rows into temporary folders and renames each to
-  ``windows/batch=N`` (``late/``, ``rejected/``) only when complete; a batch run again after a crash
-  replaces its own folders, and Spark commits a batch only after ``foreachBatch`` returns.
+  with a control file that flushes every key, as ``spanning run`` does at the end of its input. The control files
+  are a file source of the query, so Spark's offset log records which batch took which.
+* **Outputs, exactly once.** ``BatchWriter`` writes a batch's windows, late and rejected rows into temporary
+  folders and renames each to ``windows/batch=N`` (``late/``, ``rejected/``) only when complete, then the batch's
+  record (its state versions among them); a batch run again after a crash starts from the versions of the record
+  before it and replaces its own folders, and Spark commits a batch only after ``foreachBatch`` returns.
 """
 
 from __future__ import annotations
@@ -49,12 +47,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.aggregates import seconds_columns
 from spanning.app.csv_records import MALFORMED
@@ -65,10 +62,7 @@ from spanning.app.stream_command import StreamOptions
 from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, tzinfo
 from spark_jobs.bucket_store import STORE_FOLDER, Version, new_stream_id
 from spark_jobs.prepare import (
-    END,
     REASON,
-    SEQ,
-    START,
     KindCounts,
     Prepared,
     csv_file_records,
@@ -76,43 +70,31 @@ from spark_jobs.prepare import (
     prepare,
     quoted,
     read_input,
-    valid_column,
 )
-from spark_jobs.run import small_local_input, to_seconds, to_time
-from spark_jobs.windowed import result_type
+from spark_jobs.run import small_local_input
+from spark_jobs.stream_buckets import BUCKET, CONTROL, FLUSH, BucketReducer, warm_up_in_background
 
-BUCKET, KIND, CONTROL, FLUSH = "_bucket", "_kind", "_control_clock", "_control_flush"
 JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made for
-OPERATOR = "applyInPandasWithState"  # job.json's "operator": the Spark stateful step whose state the checkpoint holds
-OLDER_OPERATOR = "transformWithStateInPandas"  # that of checkpoints made before 2026-11-26 (refused: other state)
-# Spark's value per bucket: which files of the bucket store make its state (spark_jobs.bucket_store.Version)
-BUCKET_STATE = T.StructType([T.StructField(name, T.LongType()) for name in Version._fields])
+OPERATOR = "foreachBatch"  # job.json's "operator": where the open windows are reduced (the driver, stream_buckets)
+OLDER_OPERATORS = {  # those of checkpoints made before: refused (the versions of their state are in Spark's)
+    "transformWithStateInPandas": "2026-11-26", "applyInPandasWithState": "2026-11-28"}  # operator -> until
 STATE_STORE = "bucket files"  # job.json's "state": where the open windows are (checkpoint/spanning/buckets/)
-OLDER_STATE_STORE = "spark"  # that of checkpoints made before 2026-11-27: each bucket whole in Spark's state store
 PROCESSOR = "python"  # job.json's "processor": the one processor (checkpoints of the removed "jvm" one are refused)
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
-FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
 TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batches
-PAYLOAD = "_rows"  # packed rows: a bucket's rows as one Arrow IPC stream (packing_functions)
-PACKED = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(PAYLOAD, T.BinaryType())])
-PACK_ROWS = 1 << 20  # a task packs its rows per bucket at most this many at a time (memory bound)
-OUTBOX = "outbox"  # in checkpoint/spanning/: each bucket's output of the batch running, an Arrow IPC file
-IN_OUTBOX = b"outbox:"  # a packed payload that names an outbox file instead of holding the rows
-STATS = ("accepted", "max_end", "keys", "held_windows", "state_bytes", "state_written", "windows", "late",
-         "rejected")  # per bucket and batch
 
 
 @dataclass
 class StreamQuery:
     """The streaming rows and what a batch of them needs to be written (``BatchWriter``)."""
 
-    rows: DataFrame  # the processor's output: one row per released window, late event, rejected row or bucket stat
+    rows: DataFrame  # the reader contract's rows with their bucket, and the control rows
     prepared: Prepared
     cfg: RunConfig
     options: StreamOptions
-    aggregates: dict[str, str]  # output name -> internal column of the processor's output
+    aggregates: dict[str, str]  # output name -> internal column of the reducer's windows
     originals: dict[str, str]  # input column -> internal column
-    packed: DataFrame | None = None  # the Python processor's output as it leaves it: ``rows`` packed per bucket
+    reducer: BucketReducer  # a batch's rows against the buckets' open windows, on the driver
 
 
 def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt: str) -> dict:
@@ -137,20 +119,13 @@ def check_checkpoint(folder: Path, record: dict) -> None:
     if path.exists():
         saved = json.loads(path.read_text())
         saved.setdefault("processor", PROCESSOR)  # a checkpoint made before --processor existed
-        saved.setdefault("operator", OLDER_OPERATOR)
-        saved.setdefault("state", OLDER_STATE_STORE)
+        saved.setdefault("operator", "transformWithStateInPandas")  # a checkpoint made before "operator" existed
         if saved["processor"] == PROCESSOR and saved["operator"] != OPERATOR:
             raise UsageError(
-                f"--checkpoint {folder.parent} holds its windows in the state of Spark's {saved['operator']}, which"
-                f" spanning stream no longer uses (it keeps them with {OPERATOR} since 2026-11-26,"
+                f"--checkpoint {folder.parent} keeps which state files make each bucket in the state of Spark's"
+                f" {saved['operator']}, which spanning stream used until {OLDER_OPERATORS.get(saved['operator'])}"
+                " (since then the driver reduces each batch and keeps them in the checkpoint's batch records,"
                 " docs/STREAMING.md): give a new --checkpoint (and --output), or go on with the earlier version"
-            )
-        if saved["processor"] == PROCESSOR and saved["state"] != STATE_STORE:
-            raise UsageError(
-                f"--checkpoint {folder.parent} holds each bucket's open windows whole in Spark's state store, which"
-                " spanning stream no longer uses (since 2026-11-27 a batch writes only the keys it changes, under"
-                f" {folder / STORE_FOLDER}, docs/STREAMING.md): give a new --checkpoint (and --output), or go on with"
-                " the earlier version"
             )
         if saved["processor"] != PROCESSOR:
             raise UsageError(
@@ -264,15 +239,17 @@ def saved_kinds(options: StreamOptions) -> dict | None:
 def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, options: StreamOptions,
                   kinds: KindCounts, csv: bool = False) -> StreamQuery:  # fmt: skip
     """The stream's query over the streaming DataFrame ``stream`` (its checkpoint checked by the caller): the
-    reader contract (``prepare``, text columns typed by ``kinds``), the control stream, the packed rows and the
-    stateful step. ``spanning stream`` and ``spanning.spark.aggregate`` on a streaming DataFrame both come here."""
+    reader contract (``prepare``, text columns typed by ``kinds``), each row's bucket, the control stream, and the
+    reducer that ``BatchWriter`` runs on each batch. ``spanning stream`` and ``spanning.spark.aggregate`` on a
+    streaming DataFrame both come here."""
     state = Path(options.checkpoint) / "spanning"
     control = state / "control"
     control.mkdir(parents=True, exist_ok=True)
     kinds_file = state / KINDS_FILE
-    # a batch's rows over every core before the reader contract, not one task per file; hashed on the whole row, as
-    # the arrival number is (prepare), so a batch run again spreads its rows the same way
-    stream = stream.repartition(spark.sparkContext.defaultParallelism, *[quoted(c) for c in stream.columns])
+    # a batch's rows over every core (the session's shuffle partitions: one per core unless --partitions) before the
+    # reader contract, not one task per file; hashed on the whole row, as the arrival number is (prepare)
+    spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    stream = stream.repartition(spread, *[quoted(c) for c in stream.columns])
     prepared = prepare(stream, cfg, csv=csv, kinds=kinds)
     if not kinds_file.exists():
         temp = kinds_file.with_suffix(".tmp")
@@ -289,202 +266,10 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
     rows = rows.withColumn(CONTROL, F.lit(None).cast("long")).withColumn(FLUSH, F.lit(None).cast("boolean"))
     rows = rows.unionByName(controls, allowMissingColumns=True)
 
-    specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
-    internal = {aggregates[name]: spec for name, spec in specs.items()}  # the processor's column -> aggregate
-    out_schema = _output_schema(prepared, internal, originals)
+    warm_up_in_background()  # the driver reduces each batch (stream_buckets)
     store = state / STORE_FOLDER
-    (state / OUTBOX).mkdir(exist_ok=True)  # once here, not per bucket and batch on the executors
-    files = (str(store.resolve()), new_stream_id(store), str((state / OUTBOX).resolve()))
-    processor = _processor(prepared, cfg, list(rows.columns), (internal, originals, aggregates[EVENTS_COLUMN]),
-                           out_schema, files)  # fmt: skip
-    packing = packing_functions()
-    packed = rows.mapInArrow(packing.pack_rows, PACKED)
-    out = packed.groupBy(BUCKET).applyInPandasWithState(processor, PACKED, BUCKET_STATE, "append", "NoTimeout")
-    return StreamQuery(out.mapInArrow(packing.unpack_rows, out_schema), prepared, cfg, options, aggregates, originals,
-                       packed=out)  # fmt: skip
-
-
-class Packing(NamedTuple):
-    """The functions of packed rows (``packing_functions``)."""
-
-    pack_rows: Any  # mapInArrow: a task's rows -> one row per bucket (the bucket, its rows as one IPC stream)
-    unpack_rows: Any  # mapInArrow: packed rows -> the rows they hold
-    encode: Any  # an Arrow table -> the bytes of one IPC stream
-    decode: Any  # those bytes -> the table
-
-
-def packing_functions() -> Packing:
-    """The ``mapInArrow`` functions around the stateful step, and the encoding they share. Packed, a batch is a few
-    rows each way through pandas (``transformWithStateInPandas``, the step until 2026-11-26, handed its input to
-    pandas row by row: 60% of the Python workers' time at 1h/1m). Nested functions: they travel by value."""
-    bucket_name, payload, pack_rows_at, in_outbox = BUCKET, PAYLOAD, PACK_ROWS, IN_OUTBOX
-
-    def encode(table) -> bytes:
-        import pyarrow as pa
-
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        return sink.getvalue().to_pybytes()
-
-    def decode(blob):
-        import pyarrow as pa
-
-        if blob[: len(in_outbox)] == in_outbox:  # the rows are in the outbox file it names
-            with open(blob[len(in_outbox) :].decode(), "rb") as file:
-                blob = file.read()
-        return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
-
-    def pack_rows(batches):
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        from spanning.engines.window_ranges import reduced_in_chunks
-
-        def packed(held):
-            table = pa.Table.from_batches(held)
-            buckets = table.column(bucket_name)
-            for bucket in pc.unique(buckets).to_pylist():
-                rows = table.filter(pc.equal(buckets, bucket))
-                yield pa.RecordBatch.from_pydict({bucket_name: pa.array([bucket], pa.int32()),
-                                                  payload: pa.array([encode(rows)], pa.binary())})  # fmt: skip
-
-        yield from reduced_in_chunks(batches, pack_rows_at, packed)  # at most about PACK_ROWS rows at a time
-
-    def unpack_rows(batches):
-        for batch in batches:
-            for blob in batch.column(1).to_pylist():
-                yield from decode(blob).to_batches(1 << 16)
-
-    return Packing(pack_rows, unpack_rows, encode, decode)
-
-
-def _output_schema(prepared: Prepared, aggregates: dict, originals: dict) -> T.StructType:
-    schema = prepared.rows.schema
-    fields = [T.StructField(KIND, T.StringType())]
-    fields += [T.StructField(key_column(i), schema[key_column(i)].dataType) for i in range(len(prepared.keys))]
-    fields += [T.StructField("window_start", T.LongType()), T.StructField("window_end", T.LongType())]
-    fields += [T.StructField(internal, result_type(spec, prepared)) for internal, spec in aggregates.items()]
-    fields += [T.StructField(internal, schema[name].dataType) for name, internal in originals.items()]
-    fields += [T.StructField("windows_missed", T.LongType()), T.StructField(REASON, T.StringType())]
-    fields += [T.StructField(BUCKET, T.IntegerType()), *[T.StructField(name, T.LongType()) for name in STATS]]
-    return T.StructType(fields)
-
-
-def _processor(prepared: Prepared, cfg: RunConfig, input_columns: list[str], internal: tuple[dict, dict, str],
-               schema: T.StructType, files: tuple[str, str, str]) -> Any:  # fmt: skip
-    """The stateful processor: each bucket's ``OpenWindows``, fed a micro-batch of its rows; ``files``: the bucket
-    store's folder, the stream's id (``spark_jobs.bucket_store``) and the outbox folder."""
-    # the processor's aggregate columns -> their specs; input -> internal column; the hidden count of events
-    specs, originals, events_column = internal
-
-    # only plain values in the closure: the function travels by value to workers that import the engine only
-    # once it is shipped
-    window = (cfg.query.spec.range, cfg.query.spec.slide, cfg.query.spec.ttp, cfg.query.spec.offset)
-    keys = [key_column(i) for i in range(len(prepared.keys))]
-    series_start = None if cfg.query.series_start == "first" else int(cfg.query.series_start)
-    value_columns = [*prepared.value_types, *[valid_column(c) for c in prepared.value_types], *prepared.result_types]
-    skip_empty = cfg.query.empty_windows == "skip"
-    fail_once = FAIL_ONCE
-    # bytes: a plain value in the closure (the zone only labels timestamps: the processor casts to it)
-    schema_bytes = to_arrow_schema(schema, timezone="UTC").serialize().to_pybytes()
-    encode, decode = packing_functions()[2:]
-    store, outbox = files[:2], files[2]
-
-    def unpacked(blobs: list, names: list[str]):
-        """The bucket's rows from the packed blobs (``pack_rows``), with the query's column names."""
-        import pyarrow as pa
-
-        return pa.concat_tables([decode(blob) for blob in blobs]).rename_columns(names)
-
-    def columns_of(columns, kind: str, rows: int):
-        """An Arrow table in the output's schema: ``columns`` (a name -> values mapping or a pandas frame) where
-        given, ``kind`` in ``_kind``, nulls elsewhere."""
-        import pyarrow as pa
-
-        out_schema = pa.ipc.read_schema(pa.py_buffer(schema_bytes))
-        arrays = []
-        for field in out_schema:
-            if field.name == KIND:
-                arrays.append(pa.array([kind] * rows, field.type))
-            elif field.name in columns:
-                values = columns[field.name]
-                if not isinstance(values, (pa.Array, pa.ChunkedArray)):
-                    values = pa.array(values, from_pandas=True)
-                arrays.append(values.cast(field.type))
-            else:
-                arrays.append(pa.nulls(rows, field.type))
-        return pa.Table.from_arrays(arrays, schema=out_schema)
-
-    def packed_frame(bucket: int, table):
-        """One row for Spark: the bucket and the name of an outbox file holding its output as Arrow IPC. The
-        windows leave by the file: through Spark (Python to JVM rows, then Arrow to the driver) they took 0.6 s
-        of a 100k-row batch's 3 s at 15m/1m (docs/STREAMING.md)."""
-        import uuid
-
-        import pandas as pd
-
-        path = os.path.join(outbox, f"{bucket}-{uuid.uuid4().hex}.arrow")  # a task run again writes another
-        with open(path, "wb") as file:
-            file.write(encode(table))
-        return pd.DataFrame({BUCKET: [bucket], PAYLOAD: [IN_OUTBOX + path.encode()]})
-
-    def reduce_bucket(key, rows, saved):
-        """``applyInPandasWithState``'s function: one bucket's packed rows of a batch against its ``OpenWindows``
-        (``saved``: Spark's ``GroupState``, holding the bucket's ``Version`` in the bucket store)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        from spanning.engines.engine import build_aggregates
-        from spanning.engines.open_windows import OpenWindows
-        from spanning.engines.params import ChunkColumns
-        from spanning.kernels.windows import WindowSpec
-        from spark_jobs.bucket_store import NONE, BucketStore, Version
-
-        names, aggs = build_aggregates(specs)
-        bucket_store = BucketStore(*store, int(key[0]))
-        version = Version(*saved.get) if saved.exists else NONE
-        state = bucket_store.load(OpenWindows(WindowSpec(*window), aggs, names, keys, series_start,
-                                              ChunkColumns(START, END, SEQ),
-                                              skip_empty=events_column if skip_empty else None), version)  # fmt: skip
-        batch = unpacked([blob for frame in rows for blob in frame.iloc[:, 1]], input_columns)
-        is_control = pc.is_valid(batch.column(CONTROL))
-        control = batch.filter(is_control).select([CONTROL, FLUSH]).to_pydict()
-        batch = batch.filter(pc.invert(is_control))
-        is_rejected = pc.is_valid(batch.column(REASON))
-        rejected, accepted = batch.filter(is_rejected), batch.filter(pc.invert(is_rejected))
-        parts = []
-        for clock, flush in zip(control[CONTROL], control[FLUSH], strict=True):  # the watermark, then the batch
-            if not flush:
-                parts.append(("windows", state.advance(int(clock))))
-        windows, late = state.feed(accepted.select([*keys, START, END, SEQ, *value_columns]).to_pandas())
-        parts.append(("windows", windows))
-        if any(control[FLUSH]):  # the end of an available-now run
-            parts.append(("windows", state.flush()))
-        version, written = bucket_store.save(state, version)
-        saved.update(tuple(version))
-        max_end = pc.max(accepted.column(END)).as_py()
-        if fail_once and os.path.exists(fail_once[0]) and max_end is not None and max_end >= fail_once[1]:
-            os.remove(fail_once[0])  # after the state update: Spark must not commit it
-            raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
-        out = [columns_of(frame, kind, len(frame)) for kind, frame in parts if len(frame)]
-        released = sum(len(frame) for _, frame in parts)
-        if len(late):
-            rows_of = accepted.take(pa.array(late["row"].to_numpy()))
-            out.append(columns_of({"windows_missed": late["windows_missed"].to_numpy(),
-                                   **{i: rows_of.column(n) for n, i in originals.items()}}, "late", len(late)))
-        if rejected.num_rows:
-            out.append(columns_of({REASON: rejected.column(REASON),
-                                   **{i: rejected.column(n) for n, i in originals.items()}}, "rejected",
-                                  rejected.num_rows))  # fmt: skip
-        stats = {"accepted": accepted.num_rows, "keys": state.n_keys, "held_windows": state.held_windows,
-                 "state_bytes": version.snapshot_bytes + version.delta_bytes, "state_written": written,
-                 "max_end": max_end, "windows": released, "late": len(late),
-                 "rejected": rejected.num_rows}  # fmt: skip
-        out.append(columns_of({BUCKET: [int(key[0])], **{k: [v] for k, v in stats.items()}}, "stats", 1))
-        yield packed_frame(int(key[0]), pa.concat_tables(out))
-
-    return reduce_bucket
+    reducer = BucketReducer(prepared, cfg, aggregates, originals, (store.resolve(), new_stream_id(store)))
+    return StreamQuery(rows, prepared, cfg, options, aggregates, originals, reducer)
 
 
 class BatchWriter:
@@ -500,8 +285,6 @@ class BatchWriter:
             shutil.rmtree(orphan, ignore_errors=True)  # it runs again from the checkpoint
         self.records = Path(job.options.checkpoint) / "spanning" / "batches"
         self.records.mkdir(parents=True, exist_ok=True)
-        self.outbox = Path(job.options.checkpoint) / "spanning" / OUTBOX
-        self._empty_outbox()  # a batch killed before it was written runs again, and writes its outbox again
         self.lock = threading.Lock()
         # read once: the batches of earlier runs (a batch run again replaces its record)
         saved = (json.loads(p.read_text()) for p in sorted(self.records.glob("*.json")))
@@ -522,42 +305,46 @@ class BatchWriter:
         self.write_summary()
 
     def _write(self, batch: DataFrame, batch_id: int) -> dict:
-        """One Spark action (the batch as Arrow, on the driver), then each output's files, whole or not at all."""
+        """One Spark action (the batch as Arrow, on the driver), the reduction against the buckets' state as it was
+        before this batch, then each output's files, whole or not at all."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         job = self.job
         began = time.perf_counter()
-        as_time = job.prepared.time_is_timestamp
-        keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
-        if batch.columns == PACKED.fieldNames():
-            table = self._unpacked_table(batch, as_time)
-        else:
-            table = self._processor_table(batch, keys, as_time)
+        versions = self.versions_before(batch_id)
+        reduced = job.reducer(batch.toArrow(), versions)
+        windows = self._as_output(reduced.windows, batch.sparkSession.conf.get("spark.sql.session.timeZone"))
         computed = time.perf_counter()
+        keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
         outputs = {
-            "windows": {**keys, "window_start": "window_start", "window_end": "window_end",
-                        **{n: i for n, i in job.aggregates.items() if n != EVENTS_COLUMN}},
-            "late": {**job.originals, "windows_missed": "windows_missed"},
-            "rejected": {**job.originals, REASON: REASON},
+            "windows": (windows, {**keys, "window_start": "window_start", "window_end": "window_end",
+                                  **{n: i for n, i in job.aggregates.items() if n != EVENTS_COLUMN}}),
+            "late": (reduced.late, {**job.originals, "windows_missed": "windows_missed"}),
+            "rejected": (reduced.rejected, {**job.originals, REASON: REASON}),
         }  # fmt: skip
-        kinds = table.column(KIND)
-        tables = {}
-        for kind, columns in outputs.items():
-            rows = table.filter(pc.equal(kinds, kind))
-            tables[kind] = pa.table({name: rows.column(internal) for name, internal in columns.items()})
+        tables = {kind: pa.table({name: rows.column(internal) for name, internal in columns.items()})
+                  for kind, (rows, columns) in outputs.items()}  # fmt: skip
         counts = {kind: rows.num_rows for kind, rows in tables.items()}
         self.sink(tables, batch, batch_id)
-        self._empty_outbox()  # written: the next batch starts once this one returns, so no other file is wanted
-        stats = table.filter(pc.equal(kinds, "stats")).select([BUCKET, *STATS]).to_pylist()
-        buckets = {str(r[BUCKET]): r for r in stats}
-        ends = [b["max_end"] for b in stats if b["max_end"] is not None]
-        return {"rows_read": sum(b["accepted"] for b in stats) + counts["rejected"], **counts,
+        stats = reduced.buckets
+        ends = [b["max_end"] for b in stats.values() if b["max_end"] is not None]
+        versions = {str(b): list(v) for b, v in versions.items()}
+        versions.update({str(b): s["version"] for b, s in stats.items()})
+        return {"rows_read": sum(b["accepted"] for b in stats.values()) + counts["rejected"], **counts,
                 "max_end": max(ends) if ends else None, "compute_seconds": round(computed - began, 3),
-                "state_written": sum(b["state_written"] for b in stats),
+                "state_written": sum(b["state_written"] for b in stats.values()),
                 "write_seconds": round(time.perf_counter() - computed, 3),
-                "buckets": {b: {k: v[k] for k in ("keys", "held_windows", "state_bytes", "state_written")}
-                            for b, v in buckets.items()}}  # fmt: skip
+                "buckets": {str(b): {k: v[k] for k in ("keys", "held_windows", "state_bytes", "state_written")}
+                            for b, v in stats.items()},
+                "versions": versions}  # fmt: skip
+
+    def versions_before(self, batch_id: int) -> dict[int, Version]:
+        """Each bucket's state version as the last batch before ``batch_id`` left it (a batch that Spark runs again
+        starts from the state its first run started from)."""
+        with self.lock:
+            earlier = [b for b, r in self.by_batch.items() if b < batch_id and "versions" in r]
+            versions = self.by_batch[max(earlier)]["versions"] if earlier else {}
+        return {int(b): Version(*v) for b, v in versions.items()}
 
     def _write_files(self, tables: dict, batch: DataFrame, batch_id: int) -> None:
         """Each non-empty output of a batch as ``kind/batch=N/``, renamed in whole: a batch run again after a crash
@@ -575,48 +362,25 @@ class BatchWriter:
             shutil.rmtree(final, ignore_errors=True)
             os.replace(temp, final)
 
-    def _processor_table(self, batch: DataFrame, keys: dict[str, str], as_time: bool):
-        """The Python processor's rows of one batch, as Arrow on the driver (one Spark action)."""
-        job = self.job
-        in_seconds = seconds_columns(job.cfg.query.aggregate_columns, job.cfg.events.time_unit)
-        seconds = [job.aggregates[n] for n in in_seconds]  # occupancy in seconds
-        return batch.select(
-            F.col(KIND), F.col(BUCKET), *[F.col(c) for c in STATS], *[F.col(c) for c in keys.values()],
-            to_time(F.col("window_start"), job.cfg, as_time).alias("window_start"),
-            to_time(F.col("window_end"), job.cfg, as_time).alias("window_end"),
-            *[to_seconds(c, job.cfg, seconds) for c in job.aggregates.values()],
-            *[F.col(c) for c in job.originals.values()],
-            F.col("windows_missed"), F.col(REASON),
-        ).toArrow()  # fmt: skip
-
-    def _unpacked_table(self, batch: DataFrame, as_time: bool):
-        """The Python processor's packed rows of one batch (a few per bucket), unpacked on the driver into the
-        rows ``_processor_table`` gives: the windows' bounds as times (in the session's time zone, as Spark hands
-        timestamps to Arrow) and ``occupancy`` in seconds. No window passes through Spark's rows on the way."""
+    def _as_output(self, windows: Any, zone: str) -> Any:
+        """The reducer's windows as the job writes them: their bounds as times (in the session's time zone, as
+        Spark hands timestamps to Arrow; ``spark_jobs.run.to_time``) and ``occupancy`` in seconds
+        (``spark_jobs.run.to_seconds``), as ``spanning run``'s SQL makes them."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         job = self.job
-        decode = packing_functions().decode
-        tables = [decode(blob) for blob in batch.toArrow().column(PAYLOAD).to_pylist()]
-        table = pa.concat_tables(tables) if tables else to_arrow_schema(job.rows.schema, timezone="UTC").empty_table()
         per_second = CHRONONS_PER_SECOND[job.cfg.events.time_unit]
-        if as_time:  # as Spark's timestamp_seconds / timestamp_millis (spark_jobs.run.to_time)
-            zone = batch.sparkSession.conf.get("spark.sql.session.timeZone")
+        if job.prepared.time_is_timestamp:
             for name in ("window_start", "window_end"):
-                micros = pc.multiply_checked(table.column(name), 1_000_000 // per_second)
-                table = table.set_column(table.schema.get_field_index(name), name,
-                                         micros.cast(pa.timestamp("us", zone)))  # fmt: skip
+                micros = pc.multiply_checked(windows.column(name), 1_000_000 // per_second)
+                windows = windows.set_column(windows.schema.get_field_index(name), name,
+                                             micros.cast(pa.timestamp("us", zone)))  # fmt: skip
         for name in seconds_columns(job.cfg.query.aggregate_columns, job.cfg.events.time_unit):
-            internal = job.aggregates[name]  # as spark_jobs.run.to_seconds: chronons / chronons per second
-            seconds = pc.divide(table.column(internal).cast(pa.float64()), float(per_second))
-            table = table.set_column(table.schema.get_field_index(internal), internal, seconds)
-        return table
-
-    def _empty_outbox(self) -> None:
-        """The buckets' output files of the batch written, and any a failed task attempt left."""
-        for path in self.outbox.glob("*.arrow"):  # glob of a missing folder: none
-            path.unlink(missing_ok=True)
+            internal = job.aggregates[name]  # chronons / chronons per second
+            seconds = pc.divide(windows.column(internal).cast(pa.float64()), float(per_second))
+            windows = windows.set_column(windows.schema.get_field_index(internal), internal, seconds)
+        return windows
 
     @staticmethod
     def _save(path: Path, content: dict) -> None:
@@ -743,13 +507,12 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
     waits(starting(cfg.spark.master))
     spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions,
                         quick_compiler=quick_compiler(options, there))
-    # the Python workers started, the engine and the compiled kernel loaded, while the driver plans the stream
-    warm_python_workers(spark, ("numpy", "pandas", "pyarrow", "spanning.engines.open_windows",
-                                "spanning.kernels.compiled"))  # fmt: skip
+    if there is None or there.format == "csv":  # the only Python the executors run: CSV files parsed by the batch
+        # job's reader (the driver reduces each batch); started with its imports while the driver plans the stream
+        warm_python_workers(spark, ("pyarrow", "spanning.app.csv_records"))
     partitions = spark.conf.get("spark.sql.shuffle.partitions")  # the session's, given back at the end
     if cfg.spark.partitions is None and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
-        # one state partition per core (a new checkpoint keeps it): 66-73k events/s against 62-64k with two per
-        # core, measured with bench/bench_stream.py on 2 cores
+        # a batch's rows spread over one partition per core (stateful_rows)
         spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     job = streaming_rows(spark, cfg, options)
     writer = BatchWriter(job, stream_output(cfg, options), said)
@@ -791,8 +554,7 @@ def start_query(job: StreamQuery, each_batch: Callable[[DataFrame, int], None], 
     if flush:
         _control_file(Path(options.checkpoint) / "spanning" / "control", f"flush-{time.time_ns()}.json",
                       [{BUCKET: b, CONTROL: 0, FLUSH: True} for b in range(options.buckets)])  # fmt: skip
-    rows = job.rows if job.packed is None else job.packed  # packed: unpacked on the driver (BatchWriter)
-    return (rows.writeStream.foreachBatch(each_batch)
+    return (job.rows.writeStream.foreachBatch(each_batch)
             .option("checkpointLocation", str(Path(options.checkpoint) / "query"))
             .trigger(**options.spark_trigger).start())  # fmt: skip
 

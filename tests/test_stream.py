@@ -286,7 +286,6 @@ def test_a_batch_writes_the_open_windows_of_the_keys_it_changed_not_its_bucket(s
     assert 0 < second["state_written"] * 30 < held, f"one key's windows: {second['state_written']} of {held} bytes"
     files = sorted(p.name for p in (tmp_path / "chk" / "spanning" / "buckets" / "0").iterdir())
     assert files == ["delta-2", "snapshot-1"]
-    assert not list((tmp_path / "chk" / "spanning" / "outbox").iterdir()), "each batch's output files, once written"
 
 
 def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_says_so(in_order, tmp_path, capsys):
@@ -311,12 +310,16 @@ def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_
                       "--master", "local[2]")  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "transformWithStateInPandas" in err and "new --checkpoint" in err and "Traceback" not in err
-    # a checkpoint made before 2026-11-27 (no "state": each bucket whole in Spark's state store) is refused too
-    (old / "spanning" / "job.json").write_text(json.dumps({k: v for k, v in record.items() if k != "state"}))
-    code = stream_cli(str(in_order / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(old), *QUERY,
-                      "--master", "local[2]")  # fmt: skip
-    err = capsys.readouterr().err
-    assert code == 2 and "whole in Spark's state store" in err and "new --checkpoint" in err and "Traceback" not in err
+    # checkpoints of the builds that kept each bucket's state (whole until 2026-11-27, then its files' version) in
+    # Spark's applyInPandasWithState, until 2026-11-28: refused too
+    for made in ({**record, "operator": "applyInPandasWithState"},
+                 {**{k: v for k, v in record.items() if k != "state"}, "operator": "applyInPandasWithState"}):
+        (old / "spanning" / "job.json").write_text(json.dumps(made))
+        code = stream_cli(str(in_order / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(old), *QUERY,
+                          "--master", "local[2]")  # fmt: skip
+        err = capsys.readouterr().err
+        assert code == 2 and "applyInPandasWithState" in err and "until 2026-11-28" in err, err
+        assert "new --checkpoint" in err and "Traceback" not in err
 
 
 def test_restart_with_other_windows_is_refused(in_order, capsys):
@@ -385,13 +388,13 @@ def assert_equals_batch_job(output: Path, batch: Path) -> None:
 @pytest.mark.parametrize("processor", PROCESSORS)
 def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, four_files, tmp_path, monkeypatch,
                                                                         processor):
-    from spark_jobs import stream
+    from spark_jobs import stream_buckets
 
     flag = tmp_path / "fail-once"
     flag.touch()
     third = pd.read_csv(sorted((four_files / "in").glob("*.csv"))[2], dtype=str, keep_default_na=False)
     middle = int(pd.to_datetime(third["end"], errors="coerce").min().value // 10**9)  # a bucket of the third file
-    monkeypatch.setattr(stream, "FAIL_ONCE", (str(flag), middle))
+    monkeypatch.setattr(stream_buckets, "FAIL_ONCE", (str(flag), middle))
     args = [str(four_files / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
             "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", "--processor", processor]  # fmt: skip
     assert stream_cli(*args) == 1, "the injected failure stops the stream"
@@ -501,15 +504,26 @@ def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark,
     job = streaming_rows(spark, cfg, StreamOptions(str(tmp_path / "chk"), max_files_per_trigger=1, buckets=4,
                                                    processor="python"))  # fmt: skip
     assert job.rows.isStreaming
+    from spark_jobs.bucket_store import Version
+
     seen: list = []
-    query = (job.rows.writeStream.foreachBatch(lambda batch, _: seen.append(batch.toPandas()))
+    versions: dict = {}  # each bucket's state files after the last batch (BatchWriter keeps them in its records)
+
+    def each_batch(batch, _):
+        reduced = job.reducer(batch.toArrow(), versions)
+        versions.update({b: Version(*stats["version"]) for b, stats in reduced.buckets.items()})
+        seen.append(reduced)
+
+    query = (job.rows.writeStream.foreachBatch(each_batch)
              .option("checkpointLocation", str(tmp_path / "chk" / "query")).trigger(availableNow=True).start())
     query.awaitTermination()
-    rows = pd.concat(seen, ignore_index=True)
-    assert {"windows", "stats"} <= set(rows["_kind"]) <= {"windows", "late", "stats"}  # clean calls: none rejected
-    stats = rows[rows["_kind"] == "stats"]
-    assert stats["accepted"].sum() == 200 and len(seen) == 2
-    assert (rows.loc[rows["_kind"] == "windows", job.aggregates["__events"]] > 0).all()
+    assert len(seen) == 2 and sum(s["accepted"] for r in seen for s in r.buckets.values()) == 200
+    assert all(r.rejected.num_rows == 0 for r in seen)  # clean calls
+    windows = pd.concat([r.windows.to_pandas() for r in seen], ignore_index=True)
+    assert len(windows) and (windows[job.aggregates["__events"]] > 0).all()
+    assert (windows[job.aggregates["count"]] == windows[job.aggregates["__events"]]).all()
+    assert sorted(versions) == sorted({b for r in seen for b in r.buckets})
+    assert all(v.version for v in versions.values())
 
 
 def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_path):

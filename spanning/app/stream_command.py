@@ -30,7 +30,7 @@ STREAM_HELP = {
     "window": "one window spec such as 15m/5m, instead of --range/--slide",
     "series_start": "per key, windows start after: first (start of its first arriving event, default) or a time"
     " in chronons (earliest needs the whole input)",
-    "partitions": "Spark partitions of the stateful step, fixed for a checkpoint (default: one per core)",
+    "partitions": "Spark tasks that read and validate a micro-batch's rows (default: one per core)",
 }
 PROCESSORS = ("auto", "python")  # one processor; the option stays for commands written before
 REMOVED_PROCESSOR = "jvm"  # the JVM micro-batch processor, removed on 2026-11-26 (docs/STREAMING.md)
@@ -46,7 +46,7 @@ class StreamOptions:
     max_files_per_trigger: int | None = None
     idle_flush: int | None = None  # chronons: release windows the stream's watermark passed by this much
     max_disorder: int = 0  # chronons: the stream's watermark is the largest end seen minus this
-    buckets: int = 16  # hash buckets of keys, one Spark state group each (fixed for a checkpoint)
+    buckets: int = 16  # hash buckets of keys, each one state in the checkpoint (fixed for a checkpoint)
     final_flush: bool = False  # --drain: available-now releases every key's windows at its end, as spanning run does
     processor: str = "auto"  # auto or python: the one processor (the option does nothing; jvm was removed)
 
@@ -127,7 +127,7 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-disorder", default="0", metavar="DURATION",
                    help="the stream's watermark lags its largest end by this much (default 0)")  # fmt: skip
     p.add_argument("--buckets", type=int, default=16,
-                   help="hash buckets of keys, one state group each; fixed for a checkpoint (default 16)")  # fmt: skip
+                   help="hash buckets of keys, each kept apart; fixed for a checkpoint (default 16)")  # fmt: skip
     p.add_argument("--drain", action="store_true",
                    help="available-now: release every key's open windows at the end, as spanning run does at the end"
                    " of its input (the input is complete: a later event of those windows would be late)")  # fmt: skip

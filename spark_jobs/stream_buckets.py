@@ -1,0 +1,174 @@
+"""The stream's stateful step, on the driver: a micro-batch's rows against each bucket's open windows.
+
+``foreachBatch`` takes a micro-batch's rows (read, validated and given their bucket by the executors' tasks) to the
+driver as Arrow, in one Spark action, and ``BucketReducer`` feeds each bucket's rows to its ``OpenWindows``
+(``spanning.engines.open_windows``: the vectorised SE-Slicing of ``reduce_chunk`` on the compiled kernel, Suzanne
+et al., §3.2.2) in end order, after the control rows' ``advance`` and before their ``flush``. Each bucket's state is
+kept in the checkpoint by ``spark_jobs.bucket_store`` (a snapshot and the changed keys of each batch since), and the
+driver keeps the state it wrote, so a stream that runs on reads no state file.
+
+Until 2026-11-28 this step ran in the executors' Python workers as Spark's ``applyInPandasWithState``, one group per
+bucket: a shuffle of the batch's rows, packed per bucket, and each bucket's output handed back through files.
+At 100k rows per batch that cost more than the reduction itself (docs/STREAMING.md), which takes a few hundred
+milliseconds for all buckets on one core.
+
+**Exactly once.** Which files make each bucket's state after batch N (its ``Version``) is kept in the batch's
+record (``BatchWriter``), written once its outputs are. Batch N starts from the versions of the last record before
+it, so a batch that Spark runs again after a crash (its commit lost) reads the state its first run read and writes
+the same next versions, windows and late rows again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, key_column
+from spark_jobs.bucket_store import NONE, BucketStore, Version
+from spark_jobs.prepare import END, REASON, SEQ, START, Prepared, valid_column
+from spark_jobs.windowed import result_type
+
+__all__ = ["BucketReducer", "Reduced", "warm_up_in_background", "BUCKET", "CONTROL", "FLUSH"]
+
+BUCKET, CONTROL, FLUSH = "_bucket", "_control_clock", "_control_flush"
+FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
+
+
+@dataclass
+class Reduced:
+    """One micro-batch reduced: its outputs (Arrow tables in the internal column names) and each bucket's stats."""
+
+    windows: Any  # key columns, window_start, window_end, the aggregates' internal columns
+    late: Any  # the input row's internal columns, windows_missed
+    rejected: Any  # the input row's internal columns, reason
+    buckets: dict[int, dict]  # per bucket that the batch touched: its Version, stats and state
+
+
+class BucketReducer:
+    """A micro-batch's rows (``prepare``'s, with ``_bucket`` and the control columns) against every bucket's
+    ``OpenWindows``; ``aggregates``: output name -> internal column; ``originals``: input column -> internal column."""
+
+    def __init__(self, prepared: Prepared, cfg: RunConfig, aggregates: dict[str, str], originals: dict[str, str],
+                 store: tuple[Path, str]) -> None:  # fmt: skip
+        specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
+        self.specs = {aggregates[name]: spec for name, spec in specs.items()}  # internal column -> aggregate
+        self.events_column = aggregates[EVENTS_COLUMN] if cfg.query.empty_windows == "skip" else None
+        self.originals = originals
+        spec = cfg.query.spec
+        self.window = (spec.range, spec.slide, spec.ttp, spec.offset)
+        self.keys = [key_column(i) for i in range(len(prepared.keys))]
+        self.series_start = None if cfg.query.series_start == "first" else int(cfg.query.series_start)
+        self.value_columns = [*prepared.value_types, *[valid_column(c) for c in prepared.value_types],
+                              *prepared.result_types]  # fmt: skip
+        self.store = (str(store[0]), store[1])
+        fields = prepared.rows.schema
+        key_fields = [T.StructField(k, fields[k].dataType) for k in self.keys]
+        input_fields = [T.StructField(internal, fields[name].dataType) for name, internal in originals.items()]
+        self.schemas = {kind: to_arrow_schema(T.StructType(kind_fields), timezone="UTC") for kind, kind_fields in {
+            "windows": [*key_fields, T.StructField("window_start", T.LongType()),
+                        T.StructField("window_end", T.LongType()),
+                        *[T.StructField(c, result_type(s, prepared)) for c, s in self.specs.items()]],
+            "late": [*input_fields, T.StructField("windows_missed", T.LongType())],
+            "rejected": [*input_fields, T.StructField(REASON, T.StringType())],
+        }.items()}  # fmt: skip
+
+    def _empty_state(self) -> Any:
+        from spanning.engines.engine import build_aggregates
+        from spanning.engines.open_windows import OpenWindows
+        from spanning.engines.params import ChunkColumns
+        from spanning.kernels.windows import WindowSpec
+
+        names, aggs = build_aggregates(self.specs)
+        return OpenWindows(WindowSpec(*self.window), aggs, names, self.keys, self.series_start,
+                           ChunkColumns(START, END, SEQ), skip_empty=self.events_column)  # fmt: skip
+
+    def __call__(self, rows: Any, versions: Mapping[int, Version]) -> Reduced:
+        """``rows``: one micro-batch as an Arrow table; ``versions``: each bucket's state before it."""
+        import os
+
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        is_control = pc.is_valid(rows.column(CONTROL))
+        control = rows.filter(is_control).select([BUCKET, CONTROL, FLUSH]).to_pylist()
+        rows = rows.filter(pc.invert(is_control))
+        is_rejected = pc.is_valid(rows.column(REASON))
+        rejected, accepted = rows.filter(is_rejected), rows.filter(pc.invert(is_rejected))
+        accepted = accepted.select([BUCKET, *self.keys, START, END, SEQ, *self.value_columns,
+                                    *self.originals])  # fmt: skip
+        buckets = accepted.column(BUCKET)
+        windows, late, stats = [], [], {}
+        for bucket in sorted(set(pc.unique(buckets).to_pylist()) | {c[BUCKET] for c in control}):
+            store = BucketStore(*self.store, bucket)
+            saved = versions.get(bucket, NONE)
+            state = store.load(self._empty_state(), saved)
+            mine = accepted.filter(pc.equal(buckets, bucket))
+            controls = [c for c in control if c[BUCKET] == bucket]
+            for c in controls:  # the watermark (an idle flush), then the batch
+                if not c[FLUSH]:
+                    windows.append(state.advance(int(c[CONTROL])))
+            released, missed = state.feed(mine.select([*self.keys, START, END, SEQ, *self.value_columns]).to_pandas())
+            windows.append(released)
+            if any(c[FLUSH] for c in controls):  # the end of an available-now run
+                windows.append(state.flush())
+            version, written = store.save(state, saved)
+            max_end = pc.max(mine.column(END)).as_py()
+            if FAIL_ONCE and os.path.exists(FAIL_ONCE[0]) and max_end is not None and max_end >= FAIL_ONCE[1]:
+                os.remove(FAIL_ONCE[0])  # after the state's files: the batch's record must not name them
+                raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
+            if len(missed):
+                late.append(self._table("late", {
+                    "windows_missed": missed["windows_missed"].to_numpy(),
+                    **{internal: mine.column(name).take(pa.array(missed["row"].to_numpy()))
+                       for name, internal in self.originals.items()}}))  # fmt: skip
+            stats[bucket] = {"version": list(version), "accepted": mine.num_rows, "max_end": max_end,
+                             "keys": state.n_keys, "held_windows": state.held_windows,
+                             "state_bytes": version.snapshot_bytes + version.delta_bytes,
+                             "state_written": written}  # fmt: skip
+        frames = [frame for frame in windows if len(frame)]
+        return Reduced(
+            self._table("windows", pd.concat(frames, ignore_index=True) if frames else {}),
+            pa.concat_tables(late) if late else self.schemas["late"].empty_table(),
+            self._table("rejected", {REASON: rejected.column(REASON),
+                                     **{i: rejected.column(n) for n, i in self.originals.items()}}),
+            stats,
+        )  # fmt: skip
+
+    def _table(self, kind: str, columns: Any) -> Any:
+        """An Arrow table of ``kind``'s schema from ``columns`` (a name -> values mapping or a pandas frame)."""
+        import pyarrow as pa
+
+        schema = self.schemas[kind]
+        rows = len(columns) if hasattr(columns, "columns") else len(next(iter(columns.values()), []))
+        arrays = []
+        for field in schema:
+            if field.name not in columns:  # no rows at all
+                arrays.append(pa.nulls(rows, field.type))
+                continue
+            values = columns[field.name]
+            if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+                values = pa.array(values, from_pandas=True)
+            arrays.append(values.cast(field.type))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def warm_up_in_background() -> threading.Thread:
+    """The driver's compiled kernel loaded from its cache (compiled where there is none) in a background thread while
+    the stream is planned, so that the first batch's reduction finds it ready. ``every``: the stream feeds the kernel
+    read-only Arrow columns and int32 key codes, which numba compiles apart (``compiled.warm_up``)."""
+
+    def warm() -> None:
+        from spanning.kernels import compiled
+
+        compiled.warm_up(every=True)
+
+    thread = threading.Thread(target=warm, name="spanning-warm-up-driver-kernel", daemon=True)
+    thread.start()
+    return thread
