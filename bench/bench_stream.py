@@ -3,8 +3,9 @@
 Generated CDRs (``spanning.app.cdr.generate_cdr``) are cut by end time into files of ``--rows-per-trigger``
 rows, written as Parquet (or CSV) into a folder, and streamed one file per trigger (available-now) on
 ``local[2]``. Per batch it reports the rows, its whole trigger as Spark times it (``triggerExecution``, as the
-peer's is timed; ``summary.json``'s ``trigger_seconds``), the seconds of its ``foreachBatch``, of the stateful
-step and of the writes, and the state the buckets hold (keys, open windows, bytes). Sustained events/s and the
+peer's is timed; ``summary.json``'s ``trigger_seconds``), the seconds of its ``foreachBatch``, of taking its
+rows to the driver and reducing them there (``compute``) and of the writes, and the state the buckets hold (keys,
+open windows, bytes). Sustained events/s and the
 batch latencies (median, p95) are by trigger and leave out the first batch (JVM and Python worker warm-up) and
 the final flush. ``--range``/``--slide`` set the in-process runs' shape (default 15m/5m).
 

@@ -403,6 +403,7 @@ class StreamResult:
             start_query,
             stateful_rows,
         )
+        from spark_jobs.stream_buckets import warm_up_in_background
 
         spark, cfg = self._spark, self._cfg
         ship_engine(spark)
@@ -410,6 +411,7 @@ class StreamResult:
         kinds = KindCounts(self._kinds_rows, saved_kinds(options))
         settings = {ZONE: cfg.events.timezone, ANSI: "false",
                     PARTITIONS: str(partitions or spark.sparkContext.defaultParallelism)}  # fmt: skip
+        warm_up_in_background()  # the driver's kernel, which reduces each batch, while the query is planned
         with job_settings(spark, settings):
             job = stateful_rows(spark, self._df, cfg, options, kinds)
             check_checkpoint(state, job_record(cfg, options, self._df.schema, "dataframe"))  # the query built: good

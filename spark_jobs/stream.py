@@ -266,7 +266,6 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
     rows = rows.withColumn(CONTROL, F.lit(None).cast("long")).withColumn(FLUSH, F.lit(None).cast("boolean"))
     rows = rows.unionByName(controls, allowMissingColumns=True)
 
-    warm_up_in_background()  # the driver reduces each batch (stream_buckets)
     store = state / STORE_FOLDER
     reducer = BucketReducer(prepared, cfg, aggregates, originals, (store.resolve(), new_stream_id(store)))
     return StreamQuery(rows, prepared, cfg, options, aggregates, originals, reducer)
@@ -514,6 +513,7 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
     if cfg.spark.partitions is None and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         # a batch's rows spread over one partition per core (stateful_rows)
         spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
+    warm_up_in_background()  # the driver's kernel, which reduces each batch (stream_buckets), while it plans
     job = streaming_rows(spark, cfg, options)
     writer = BatchWriter(job, stream_output(cfg, options), said)
     each_batch = batch_function(job, writer)
