@@ -150,7 +150,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     # test): the probe task below runs that engine on the executor and is compared with the driver's
     runs = {"cluster": [*query, *traffic, *on_cluster]}
     argvs = [["run", *argv, "--output", str(tmp_path / name)] for name, argv in runs.items()]
-    arriving = tmp_path / "arriving"  # spanning stream: the same calls as two files, the state on the executors
+    arriving = tmp_path / "arriving"  # spanning stream: the same calls as two files, parsed on the executors
     arriving.mkdir()
     calls = pd.read_csv(sample, dtype=str, keep_default_na=False)  # "n/a" stays text, as the job reads it
     calls = calls.assign(_e=pd.to_datetime(calls["end"], errors="coerce")).sort_values("_e", na_position="last")
