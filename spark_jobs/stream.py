@@ -197,9 +197,9 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     """The streaming rows of ``spanning stream``: the files that land in its input folder, read as ``spanning run``
     reads them (``stateful_rows`` does the rest, as it does for ``spanning.spark.aggregate`` on a stream).
 
-    Its rows carry ``_kind``: ``windows`` (key, window bounds, aggregates), ``late`` and ``rejected`` (the
-    input row, with ``windows_missed`` or ``reason``) and ``stats`` (per bucket and batch); ``BatchWriter``
-    turns one micro-batch of it into the job's outputs.
+    Its rows are the reader contract's (the input row, and a ``reason`` where it cannot be used) with their key's
+    bucket, and the control rows; ``BatchWriter`` reduces one micro-batch of them on the driver (``job.reducer``)
+    and writes the job's outputs.
     """
     folder = Path(cfg.inputs.paths[0])
     state = Path(options.checkpoint) / "spanning"

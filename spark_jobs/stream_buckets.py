@@ -92,7 +92,6 @@ class BucketReducer:
         """``rows``: one micro-batch as an Arrow table; ``versions``: each bucket's state before it."""
         import os
 
-        import pandas as pd
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -132,9 +131,11 @@ class BucketReducer:
                              "keys": state.n_keys, "held_windows": state.held_windows,
                              "state_bytes": version.snapshot_bytes + version.delta_bytes,
                              "state_written": written}  # fmt: skip
-        frames = [frame for frame in windows if len(frame)]
+        # each frame to Arrow on its own: concatenated in pandas first, a bucket whose null key made its key column
+        # float would make every bucket's float, and large integer keys would lose their low bits
+        frames = [self._table("windows", frame) for frame in windows if len(frame)]
         return Reduced(
-            self._table("windows", pd.concat(frames, ignore_index=True) if frames else {}),
+            pa.concat_tables(frames) if frames else self.schemas["windows"].empty_table(),
             pa.concat_tables(late) if late else self.schemas["late"].empty_table(),
             self._table("rejected", {REASON: rejected.column(REASON),
                                      **{i: rejected.column(n) for n, i in self.originals.items()}}),
