@@ -82,6 +82,11 @@ STATE_STORE = "bucket files"  # job.json's "state": where the open windows are (
 PROCESSOR = "python"  # job.json's "processor": the one processor (checkpoints of the removed "jvm" one are refused)
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
 TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batches
+# without --max-files-per-trigger, a micro-batch takes files up to this many bytes (Spark's maxBytesPerTrigger; one
+# file at least): the driver holds a batch's rows as Arrow, 165 bytes a row of the benchmark's CDRs, 6.2 times their
+# Parquet bytes and 2.0 times their CSV bytes, so about 200 MB at most (1.2M such rows), well under Spark's
+# spark.driver.maxResultSize (1 GiB) and a 1 GiB driver; a bound, not a tuned value
+BATCH_BYTES = 32 << 20
 
 
 @dataclass
@@ -217,6 +222,8 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
     reader = spark.readStream if fmt == "csv" else spark.readStream.schema(schema)
     if options.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
+    else:  # the driver holds a batch's rows (stream_buckets): a bounded batch, also on a first start on a full folder
+        reader = reader.option("maxBytesPerTrigger", BATCH_BYTES)
     if fmt == "csv":  # each new file parsed by the batch job's reader: the same rows, reasons and lines
         files = reader.format("binaryFile").schema(BINARY_FILE).load(str(folder))
         names = [f.name for f in schema.fields if f.name != MALFORMED]  # the schema the files there gave

@@ -385,6 +385,20 @@ def assert_equals_batch_job(output: Path, batch: Path) -> None:
     assert summary_of(output)["rows_read"] == summary_of(batch)["rows_read"]
 
 
+def test_without_max_files_a_batch_takes_files_up_to_its_byte_bound(spark, four_files, tmp_path, monkeypatch):
+    """The driver holds a batch's rows: without --max-files-per-trigger a batch takes files up to BATCH_BYTES (at
+    least one), so a first start on a full folder goes through it in several batches, with the batch job's result."""
+    from spark_jobs import stream
+
+    files = sorted((four_files / "in").glob("*.csv"))
+    monkeypatch.setattr(stream, "BATCH_BYTES", files[0].stat().st_size + 1)  # one file a batch, not two
+    assert stream_cli(str(four_files / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
+                      *QUERY, "--master", "local[2]", "--drain") == 0  # fmt: skip
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "chk" / "spanning" / "batches").glob("*"))]
+    assert [r["rows_read"] > 0 for r in records] == [True] * len(files) + [False], "a batch per file, then the drain"
+    assert_equals_batch_job(tmp_path / "out", four_files / "batch")
+
+
 @pytest.mark.parametrize("processor", PROCESSORS)
 def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, four_files, tmp_path, monkeypatch,
                                                                         processor):
