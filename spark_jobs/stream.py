@@ -317,8 +317,8 @@ class BatchWriter:
 
         job = self.job
         began = time.perf_counter()
-        versions = self.versions_before(batch_id)
-        reduced = job.reducer(batch.toArrow(), versions)
+        before = self.versions_before(batch_id)
+        reduced = job.reducer(batch.toArrow(), before)
         windows = self._as_output(reduced.windows, batch.sparkSession.conf.get("spark.sql.session.timeZone"))
         computed = time.perf_counter()
         keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
@@ -334,15 +334,15 @@ class BatchWriter:
         self.sink(tables, batch, batch_id)
         stats = reduced.buckets
         ends = [b["max_end"] for b in stats.values() if b["max_end"] is not None]
-        versions = {str(b): list(v) for b, v in versions.items()}
-        versions.update({str(b): s["version"] for b, s in stats.items()})
+        # every bucket's state version after this batch: those it left alone carried over
+        after = {**{str(b): list(v) for b, v in before.items()}, **{str(b): s["version"] for b, s in stats.items()}}
         return {"rows_read": sum(b["accepted"] for b in stats.values()) + counts["rejected"], **counts,
                 "max_end": max(ends) if ends else None, "compute_seconds": round(computed - began, 3),
                 "state_written": sum(b["state_written"] for b in stats.values()),
                 "write_seconds": round(time.perf_counter() - computed, 3),
                 "buckets": {str(b): {k: v[k] for k in ("keys", "held_windows", "state_bytes", "state_written")}
                             for b, v in stats.items()},
-                "versions": versions}  # fmt: skip
+                "versions": after}  # fmt: skip
 
     def versions_before(self, batch_id: int) -> dict[int, Version]:
         """Each bucket's state version as the last batch before ``batch_id`` left it (a batch that Spark runs again
