@@ -171,7 +171,7 @@ def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: 
 
 
 def timeline(rows: int, data: str, keys: str, range_: int, slide: int) -> None:
-    """Where each second of one whole process goes, for ``spanning run`` and for the SQL script: the process's
+    """Where each second of one whole process goes, for ``spanning run``, the SQL script and the floor: the process's
     start and exit, and from Spark's event log the application's start, each job and stage, and each SQL
     execution (seconds from the process's start)."""
     out = Path(tempfile.mkdtemp(prefix="spanning-bench-timeline-"))
@@ -184,7 +184,8 @@ def timeline(rows: int, data: str, keys: str, range_: int, slide: int) -> None:
            "SPARK_CONF_DIR": str(conf), "SPANNING_CLASS_ARCHIVE": "off"}  # fmt: skip
     commands = _commands(dataset(data, rows, keys), out, range_, slide, ["count", "sum:bytes", "max:duration"],
                          keyed=keys != "none")
-    for label, command in (("spanning run", commands["run"]), ("SQL script", commands["sql"])):
+    for label, command in (("spanning run", commands["run"]), ("SQL script", commands["sql"]),
+                           ("floor", commands["floor"])):
         before = set(events.iterdir())
         began = time.time()
         timed_command(command, env)

@@ -401,18 +401,24 @@ def _read_value_kind(kind: pa.DataType | None) -> str | None:
     return None
 
 
-def jvm_merge_is_small(cfg: RunConfig, inputs: Inputs) -> bool:
-    """Whether the JVM's share of ``cfg`` over ``inputs`` is only a small merge and write, as far as the files
-    tell before Spark starts: ``vector``'s tasks will read the Parquet row groups (``choose_plan`` and
-    ``read_plan``), and the partials they hand the JVM are estimated at most ``QUICK_COMPILER_PARTIALS``
-    (``partials_per_event`` on a task's piece of the first rows). ``spanning run`` then starts the JVM with its
-    quick compiler alone (``spark_jobs.session.get_session``)."""
+def vector_reads_parquet(cfg: RunConfig, inputs: Inputs) -> bool:
+    """Whether ``vector``'s tasks will read ``inputs``' Parquet row groups themselves (``choose_plan`` and
+    ``read_plan``), as far as the files tell before Spark starts."""
     plan, size = cfg.spark.plan, local_input_bytes(inputs)
     if plan not in ("auto", "vector") or python_only(cfg) or sketches_or_sets(cfg) or cfg.query.windows:
         return False
     if inputs.format != "parquet" or inputs.parquet_schema is None or size is None:
         return False
-    if (plan == "auto" and size < READ_SIDE_FROM) or not footer_readable(inputs.parquet_schema, cfg):
+    return not (plan == "auto" and size < READ_SIDE_FROM) and footer_readable(inputs.parquet_schema, cfg)
+
+
+def jvm_merge_is_small(cfg: RunConfig, inputs: Inputs) -> bool:
+    """Whether the JVM's share of ``cfg`` over ``inputs`` is only a small merge and write, as far as the files
+    tell before Spark starts: ``vector``'s tasks will read the Parquet row groups (``vector_reads_parquet``),
+    and the partials they hand the JVM are estimated at most ``QUICK_COMPILER_PARTIALS``
+    (``partials_per_event`` on a task's piece of the first rows). ``spanning run`` then starts the JVM with its
+    quick compiler alone (``spark_jobs.session.get_session``)."""
+    if not vector_reads_parquet(cfg, inputs):
         return False
     sample = parquet_times_sample(inputs, cfg.events, CHUNK_ROWS, with_keys=True)
     rows = sum(pq.ParquetFile(path).metadata.num_rows for path in inputs.files)

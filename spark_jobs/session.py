@@ -110,8 +110,25 @@ def _remove_after_spark(folder: str) -> None:
 
     active = SparkSession.getActiveSession()
     if active is not None:  # its JVM still holds files there: stop it first
-        active.stop()
+        stop_at_exit(active)
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def stop_at_exit(spark) -> None:
+    """Stop ``spark``'s context as this process exits, without PySpark's wait for its accumulator server.
+
+    ``SparkContext.stop`` stops the JVM's context (0.1-0.2 s here), then shuts down the server that takes the
+    tasks' accumulator updates and waits for it. Once Python tasks have run, the server's handler polls the JVM's
+    connection once a second, so that wait took 0.84-0.97 s of every run's exit (measured 2026-11-28, cProfile of
+    ``stop`` after a ``mapInArrow`` job). The server is a daemon thread of this process, which is ending: it is
+    told to stop and left to end with the process.
+    """
+    context = spark.sparkContext
+    server = getattr(context, "_accumulatorServer", None)  # PySpark's own; absent in other versions: a plain stop
+    if server is not None and hasattr(server, "server_shutdown"):
+        server.server_shutdown = True  # its handler stops at its next poll
+        context._accumulatorServer = None  # so ``stop`` does not wait for it
+    spark.stop()
 
 
 def get_session(

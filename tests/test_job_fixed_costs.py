@@ -230,3 +230,32 @@ def test_the_driver_heap_is_a_quarter_of_memory_unless_the_user_gives_one(tmp_pa
     (tmp_path / "spark-defaults.conf").unlink()
     monkeypatch.setenv("SPARK_DRIVER_MEMORY", "2g")
     assert driver_memory() is None
+
+
+def test_the_exit_stops_spark_without_waiting_for_the_accumulator_server():
+    """``stop_at_exit`` (the exit hook of a JVM that spanning started): the context stops, and the accumulator
+    server is told to stop and detached first, so that ``SparkContext.stop`` does not wait a poll for it; a
+    context without such a server (another PySpark) gets a plain stop."""
+    from spark_jobs.session import stop_at_exit
+
+    class Server:
+        server_shutdown = False
+
+    class Context:
+        def __init__(self, server):
+            self._accumulatorServer = server
+
+    class Session:
+        def __init__(self, server):
+            self.sparkContext, self.seen_at_stop = Context(server), []
+
+        def stop(self):
+            self.seen_at_stop.append(self.sparkContext._accumulatorServer)
+
+    server = Server()
+    session = Session(server)
+    stop_at_exit(session)
+    assert session.seen_at_stop == [None] and server.server_shutdown
+    other = Session(object())  # not a server this hook knows: left for stop
+    stop_at_exit(other)
+    assert len(other.seen_at_stop) == 1 and other.seen_at_stop[0] is not None

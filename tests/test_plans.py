@@ -253,7 +253,8 @@ def test_windows_per_event_from_parquet_rows_read_on_the_driver_equals_spark_s_s
 
 
 def test_the_jvm_s_quick_compiler_only_where_vector_s_tasks_read_the_rows_into_few_partials(tmp_path, monkeypatch):
-    """``jvm_merge_is_small`` (decided before Spark starts): Parquet that vector's tasks read, whose partials per
+    """``jvm_merge_is_small`` (decided before Spark starts): Parquet that vector's tasks read
+    (``vector_reads_parquet``, which also starts their workers' warm-up early), whose partials per
     (key, window) ``partials_per_event`` estimates as each key's span of windows, checked against the windows
     enumerated one by one; CSV, an explicit other plan, an expression or a text value column never."""
     import numpy as np
@@ -294,12 +295,16 @@ def test_the_jvm_s_quick_compiler_only_where_vector_s_tasks_read_the_rows_into_f
     assert plans.jvm_merge_is_small(cfg(), inputs) and plans.jvm_merge_is_small(cfg("vector"), inputs)
     monkeypatch.setattr(plans, "QUICK_COMPILER_PARTIALS", expected * len(frame) * 0.9)  # more partials than that
     assert not plans.jvm_merge_is_small(cfg(), inputs)
+    assert plans.vector_reads_parquet(cfg(), inputs)  # read by the tasks all the same: their workers warmed early
     monkeypatch.setattr(plans, "QUICK_COMPILER_PARTIALS", expected * len(frame) * 1.1)
     assert plans.jvm_merge_is_small(cfg(), inputs)
     assert not plans.jvm_merge_is_small(cfg("explode"), inputs)
     assert not plans.jvm_merge_is_small(cfg(source=csv), input_files([str(csv)]))
     assert not plans.jvm_merge_is_small(cfg(keys=("cell % 2",)), inputs)
     assert not plans.jvm_merge_is_small(cfg(aggregates=("count", "count_distinct:name")), inputs)
+    for other in (cfg("explode"), cfg(keys=("cell % 2",)), cfg(aggregates=("count", "count_distinct:name"))):
+        assert not plans.vector_reads_parquet(other, inputs)
+    assert not plans.vector_reads_parquet(cfg(source=csv), input_files([str(csv)]))
 
 
 def test_distinct_keys_read_on_the_driver_are_spark_s_and_the_plans_give_the_same_windows(spark, tmp_path):
