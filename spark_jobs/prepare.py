@@ -594,11 +594,13 @@ def parquet_times_sample(inputs: Inputs | None, fields: EventFields, limit: int,
     sample = starts[usable].astype(np.int64), ends[usable].astype(np.int64)
     if not with_keys:
         return sample
-    import pandas as pd
+    from spanning.engines.inputs import arrow_frame
 
     if not keys:
         return *sample, np.zeros(len(sample[0]), np.int64)
-    frame = pd.DataFrame({str(i): batch.column(k).to_pandas() for i, k in enumerate(keys)})[usable]
+    frame = arrow_frame(batch.select(list(keys)))  # integer keys with nulls exact, not float64
+    frame.columns = [str(i) for i in range(len(keys))]
+    frame = frame[usable]
     return *sample, frame.groupby(list(frame.columns), dropna=False).ngroup().to_numpy(np.int64)
 
 

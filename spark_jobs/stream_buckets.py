@@ -30,6 +30,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, key_column
+from spanning.engines.inputs import arrow_frame
 from spark_jobs.bucket_store import NONE, BucketStore, Version
 from spark_jobs.prepare import END, REASON, SEQ, START, Prepared, valid_column
 from spark_jobs.windowed import result_type
@@ -113,7 +114,7 @@ class BucketReducer:
             for c in controls:  # the watermark (an idle flush), then the batch
                 if not c[FLUSH]:
                     windows.append(state.advance(int(c[CONTROL])))
-            released, missed = state.feed(mine.select([*self.keys, START, END, SEQ, *self.value_columns]).to_pandas())
+            released, missed = state.feed(arrow_frame(mine.select([*self.keys, START, END, SEQ, *self.value_columns])))
             windows.append(released)
             if any(c[FLUSH] for c in controls):  # the end of an available-now run
                 windows.append(state.flush())

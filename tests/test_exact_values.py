@@ -375,6 +375,21 @@ def test_nullable_integer_keys_stay_exact(technique, keys, expected):
     assert [_plain(v) for v in out["cell"]] == [2**53, None, BIG]
 
 
+@pytest.mark.parametrize("kind", ["table", "record batch"])
+def test_nullable_integer_keys_of_arrow_rows_stay_exact(kind):
+    """An Arrow int64 key column with nulls: ``to_pandas`` alone would make it float64, and 2**62 + 1 and
+    2**62 + 3 one key (``inputs.arrow_frame``)."""
+    import pyarrow as pa
+
+    keys = [2**62 + 1, 2**62 + 3, None, 2**62 + 1, None]
+    table = pa.table({"cell": pa.array(keys, pa.int64()), "start": np.arange(5), "end": np.arange(5) + 1,
+                      "x": np.arange(1, 6)})  # fmt: skip
+    rows = table if kind == "table" else table.to_batches()[0]
+    out = spanning.aggregate(rows, 100, 100, aggregates={"n": "count", "s": "sum:x"}, key="cell")
+    assert str(out["cell"].dtype) == "Int64"
+    assert by_key(out) == {2**62 + 1: [(0, 2, 5)], 2**62 + 3: [(0, 1, 2)], None: [(0, 2, 8)]}
+
+
 @pytest.mark.parametrize("technique", ["se-slicing", "tuple-buckets"])
 def test_null_keys_in_several_key_columns(technique):
     frame = key_frame(pd.array(["a", None, None, "", None], dtype="string"))

@@ -254,7 +254,11 @@ def _read_file(path: str, inputs: Inputs) -> pd.DataFrame:
         return frame.astype(object).where(frame.notna(), None)  # text, None for null
     if inputs.format == "parquet":
         try:
-            return pd.read_parquet(path)
+            import pyarrow.parquet as pq
+
+            from spanning.engines.inputs import arrow_frame
+
+            return arrow_frame(pq.read_table(path))  # integer columns with nulls exact (pd.read_parquet: float64)
         except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
             raise UsageError(f"cannot read {path} as Parquet: {str(err).strip().splitlines()[0]}") from None
     return _read_json_lines(path)

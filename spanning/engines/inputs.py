@@ -34,6 +34,7 @@ from spanning.kernels.windows import as_chronon, event_ends
 __all__ = [
     "EventTimes",
     "FrameEvents",
+    "arrow_frame",
     "as_frame",
     "event_times",
     "event_values",
@@ -167,13 +168,32 @@ def as_frame(events: Any) -> pd.DataFrame:
         if isinstance(events.index, pd.RangeIndex) and events.index.start == 0 and events.index.step == 1:
             return events  # row labels are already positions: no copy
         return events.reset_index(drop=True)
-    to_pandas = getattr(events, "to_pandas", None)  # pyarrow.Table / RecordBatch
-    if callable(to_pandas):
-        return to_pandas()
+    if callable(getattr(events, "to_pandas", None)):  # pyarrow.Table / RecordBatch
+        return arrow_frame(events)
     if type(events).__module__.startswith("pyspark."):  # a Spark DataFrame: the Spark engine's entry takes it
         raise TypeError("spanning.aggregate takes pandas or Arrow rows; for a Spark DataFrame call"
                         " spanning.spark.aggregate(df, ...) (the same parameters, run on the DataFrame's session)")
     raise ValueError(f"events must be a pandas DataFrame or a pyarrow Table, got {type(events).__name__}")
+
+
+def arrow_frame(table: Any) -> pd.DataFrame:
+    """A pyarrow Table or RecordBatch as pandas, each integer column with nulls as a pandas nullable integer
+    (``Int64``, ...): ``to_pandas`` alone makes it float64, which rounds values beyond 2**53, so that keys
+    2**62 + 1 and 2**62 + 3 would become one. Other columns convert as ``to_pandas`` converts them.
+
+    >>> import pyarrow as pa
+    >>> frame = arrow_frame(pa.table({"cell": [2**62 + 1, None, 2**62 + 3], "n": [1, 2, 3]}))
+    >>> [str(t) for t in frame.dtypes], frame["cell"].tolist() == [2**62 + 1, pd.NA, 2**62 + 3]
+    (['Int64', 'int64'], True)
+    """
+    import pyarrow as pa
+
+    frame = table.to_pandas()
+    for i, column in enumerate(table.columns):
+        if pa.types.is_integer(column.type) and column.null_count:
+            nullable = pd.api.types.pandas_dtype(str(column.type).capitalize().replace("Uint", "UInt"))
+            frame.isetitem(i, pd.Series(column.to_pandas(types_mapper=lambda _, t=nullable: t), index=frame.index))
+    return frame
 
 
 def group_codes(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
