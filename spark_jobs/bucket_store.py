@@ -18,9 +18,13 @@ run that did not commit. Files older than the last snapshot but one are removed 
 committed version never needs them. (Until 2026-11-28 Spark's ``applyInPandasWithState`` held the ``Version`` and
 the buckets were reduced in the executors' Python workers.)
 
-**The process keeps what it wrote.** The process that wrote a bucket's version V keeps that ``OpenWindows``
-(``_HELD``), and the next batch given version V of that bucket goes on from it without reading a file. It is taken
-out while a batch uses it, so a batch that fails leaves nothing half-changed behind.
+**The reducer keeps what it wrote.** The stream's reducer (``stream_buckets.BucketReducer``, one per running query)
+keeps the ``OpenWindows`` of each bucket's version V that it wrote (``held``), and its next batch given version V of
+that bucket goes on from it without reading a file. It is taken out while a batch uses it, so a batch that fails
+leaves nothing half-changed behind. What is held goes with the query's reducer: a new query over the checkpoint
+(a restart, a checkpoint made anew at the same path, or a copy of it run beside the original in one session)
+reads the files. (Until 2026-11-28 the held states were the process's, keyed by an id kept in the checkpoint, so
+two copies of one checkpoint run in one process could take each other's state.)
 """
 
 from __future__ import annotations
@@ -31,11 +35,10 @@ from typing import NamedTuple
 
 from spanning.engines.open_windows import OpenWindows
 
-__all__ = ["BucketStore", "Version", "STORE_FOLDER", "new_stream_id"]
+__all__ = ["BucketStore", "Held", "Version", "STORE_FOLDER"]
 
 STORE_FOLDER = "buckets"  # under CHECKPOINT/spanning/
-ID_FILE = "stream-id"  # in the store folder: the stream's identity (a process keeps states per stream)
-_HELD: dict[tuple[str, int], tuple[int, OpenWindows]] = {}  # (stream id, bucket) -> (version, its state)
+Held = dict[int, tuple[int, OpenWindows]]  # a reducer's kept states: bucket -> (version, its state)
 
 
 class Version(NamedTuple):
@@ -50,27 +53,15 @@ class Version(NamedTuple):
 NONE = Version(0, 0, 0, 0)  # a bucket that has written nothing
 
 
-def new_stream_id(folder: Path) -> str:
-    """The stream's identity in its store folder, made once (a checkpoint made anew at the same path is another
-    stream: the process must not go on from the states of the earlier one)."""
-    path = folder / ID_FILE
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f".{ID_FILE}.{os.getpid()}.tmp")
-        temp.write_text(os.urandom(16).hex())
-        os.replace(temp, path)
-    return path.read_text().strip()
-
-
 class BucketStore:
-    """One bucket's files (``folder``/``bucket``) in the stream ``stream_id``."""
+    """One bucket's files (``folder``/``bucket``); ``held``: the states its reducer keeps, by bucket."""
 
-    def __init__(self, folder: str, stream_id: str, bucket: int) -> None:
-        self.folder, self.key = Path(folder) / str(bucket), (stream_id, bucket)
+    def __init__(self, folder: str | Path, bucket: int, held: Held) -> None:
+        self.folder, self.bucket, self.held = Path(folder) / str(bucket), bucket, held
 
     def load(self, empty: OpenWindows, saved: Version) -> OpenWindows:
-        """The bucket's state at ``saved``: the one this process wrote, or ``empty`` filled from the files."""
-        held = _HELD.pop(self.key, None)
+        """The bucket's state at ``saved``: the one its reducer wrote and kept, or ``empty`` filled from the files."""
+        held = self.held.pop(self.bucket, None)
         if held is not None and held[0] == saved.version:
             return held[1]
         if saved.version:
@@ -83,7 +74,7 @@ class BucketStore:
         """The changes of ``state`` since ``saved`` as the next version: the new ``Version`` and the bytes written.
         Nothing changed: nothing is written."""
         if not state.n_changed:
-            _HELD[self.key] = (saved.version, state)
+            self.held[self.bucket] = (saved.version, state)
             return saved, 0
         version = saved.version + 1
         whole = state.n_changed * 2 > state.n_keys or not saved.version  # a delta would be most of a snapshot
@@ -97,7 +88,7 @@ class BucketStore:
             data = delta
             self._write("delta", version, data)
             new = Version(version, saved.snapshot, saved.delta_bytes + len(data), saved.snapshot_bytes)
-        _HELD[self.key] = (version, state)
+        self.held[self.bucket] = (version, state)
         return new, len(data)
 
     def _path(self, kind: str, version: int) -> Path:

@@ -60,7 +60,7 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_colum
 from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions
 from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, tzinfo
-from spark_jobs.bucket_store import STORE_FOLDER, Version, new_stream_id
+from spark_jobs.bucket_store import STORE_FOLDER, Version
 from spark_jobs.prepare import (
     REASON,
     KindCounts,
@@ -125,6 +125,12 @@ def check_checkpoint(folder: Path, record: dict) -> None:
         saved = json.loads(path.read_text())
         saved.setdefault("processor", PROCESSOR)  # a checkpoint made before --processor existed
         saved.setdefault("operator", "transformWithStateInPandas")  # a checkpoint made before "operator" existed
+        if saved["processor"] == PROCESSOR and saved["operator"] not in (OPERATOR, *OLDER_OPERATORS):
+            raise UsageError(
+                f"--checkpoint {folder.parent} was made with operator {saved['operator']!r}, which this version of"
+                " spanning stream does not know (a later version's?): go on with the version that made it, or give"
+                " a new --checkpoint (and --output)"
+            )
         if saved["processor"] == PROCESSOR and saved["operator"] != OPERATOR:
             raise UsageError(
                 f"--checkpoint {folder.parent} keeps which state files make each bucket in the state of Spark's"
@@ -274,7 +280,7 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
     rows = rows.unionByName(controls, allowMissingColumns=True)
 
     store = state / STORE_FOLDER
-    reducer = BucketReducer(prepared, cfg, aggregates, originals, (store.resolve(), new_stream_id(store)))
+    reducer = BucketReducer(prepared, cfg, aggregates, originals, store.resolve())
     return StreamQuery(rows, prepared, cfg, options, aggregates, originals, reducer)
 
 

@@ -31,7 +31,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, key_column
 from spanning.engines.inputs import arrow_frame
-from spark_jobs.bucket_store import NONE, BucketStore, Version
+from spark_jobs.bucket_store import NONE, BucketStore, Held, Version
 from spark_jobs.prepare import END, REASON, SEQ, START, Prepared, valid_column
 from spark_jobs.windowed import result_type
 
@@ -56,7 +56,7 @@ class BucketReducer:
     ``OpenWindows``; ``aggregates``: output name -> internal column; ``originals``: input column -> internal column."""
 
     def __init__(self, prepared: Prepared, cfg: RunConfig, aggregates: dict[str, str], originals: dict[str, str],
-                 store: tuple[Path, str]) -> None:  # fmt: skip
+                 store: Path) -> None:  # fmt: skip
         specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
         self.specs = {aggregates[name]: spec for name, spec in specs.items()}  # internal column -> aggregate
         self.events_column = aggregates[EVENTS_COLUMN] if cfg.query.empty_windows == "skip" else None
@@ -67,7 +67,8 @@ class BucketReducer:
         self.series_start = None if cfg.query.series_start == "first" else int(cfg.query.series_start)
         self.value_columns = [*prepared.value_types, *[valid_column(c) for c in prepared.value_types],
                               *prepared.result_types]  # fmt: skip
-        self.store = (str(store[0]), store[1])
+        self.store = store  # the buckets' files (``bucket_store``)
+        self.held: Held = {}  # the states this reducer wrote last, by bucket: its next batch goes on from them
         fields = prepared.rows.schema
         key_fields = [T.StructField(k, fields[k].dataType) for k in self.keys]
         input_fields = [T.StructField(internal, fields[name].dataType) for name, internal in originals.items()]
@@ -106,7 +107,7 @@ class BucketReducer:
         buckets = accepted.column(BUCKET)
         windows, late, stats = [], [], {}
         for bucket in sorted(set(pc.unique(buckets).to_pylist()) | {c[BUCKET] for c in control}):
-            store = BucketStore(*self.store, bucket)
+            store = BucketStore(self.store, bucket, self.held)
             saved = versions.get(bucket, NONE)
             state = store.load(self._empty_state(), saved)
             mine = accepted.filter(pc.equal(buckets, bucket))

@@ -6,7 +6,6 @@ the bucket; a batch run again reads the version Spark committed.
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,7 +15,6 @@ from hypothesis import strategies as st
 from spanning.engines.engine import build_aggregates
 from spanning.engines.open_windows import OpenWindows
 from spanning.kernels.windows import WindowSpec
-from spark_jobs import bucket_store
 from spark_jobs.bucket_store import NONE, BucketStore, Version
 from tests.budget import examples
 from tests.streams import ALL_AGGREGATES, streams, to_frame, window_specs
@@ -57,11 +55,12 @@ def test_a_state_through_the_bucket_store_gives_what_one_state_in_memory_gives(s
     batches = [to_frame(events[a:b]).assign(seq=np.arange(a, b)) for a, b in zip(bounds, bounds[1:], strict=False)]
     memory = _state(spec, ALL_AGGREGATES)
     with tempfile.TemporaryDirectory() as folder:
-        store, version = BucketStore(folder, "stream", 0), NONE
+        held: dict = {}
+        store, version = BucketStore(folder, 0, held), NONE
         for i, batch in enumerate(batches):
-            kept = bucket_store._HELD.get(("stream", 0))
+            kept = held.get(0)
             if forget[i % len(forget)]:
-                bucket_store._HELD.clear()  # another worker, or a restarted one: the state comes from the files
+                held.clear()  # a restarted query: the state comes from the files
             stored = store.load(_state(spec, ALL_AGGREGATES), version)
             assert kept is None or stored is kept[1] or _same_state(stored, kept[1]), "the files hold what was kept"
             clock = advances[i % len(advances)]
@@ -72,7 +71,7 @@ def test_a_state_through_the_bucket_store_gives_what_one_state_in_memory_gives(s
             pd.testing.assert_frame_equal(got[1], expected[1])
             before, (version, written) = version, store.save(stored, version)
             assert (written > 0) == (version.version == before.version + 1) and (written > 0 or not len(batch))
-        bucket_store._HELD.clear()
+        held.clear()
         stored = store.load(_state(spec, ALL_AGGREGATES), version)
         pd.testing.assert_frame_equal(_sorted(stored.flush()), _sorted(memory.flush()))
 
@@ -89,7 +88,8 @@ def test_a_batch_writes_the_keys_it_changed_not_the_bucket(tmp_path):
     the snapshot; then one snapshot, and the files the committed version no longer needs are gone. Read back from
     the files, the state is the one the worker kept, entry for entry."""
     spec, aggregates = (900, 60, 600, 0), {"n": "count", "sum_x": "sum:x"}
-    store, version = BucketStore(str(tmp_path), "s", 3), NONE
+    held: dict = {}
+    store, version = BucketStore(str(tmp_path), 3, held), NONE
     state = store.load(_state(spec, aggregates), version)
     state.feed(_calls(list(range(400)), at=0))
     version, written = store.save(state, version)
@@ -110,7 +110,7 @@ def test_a_batch_writes_the_keys_it_changed_not_the_bucket(tmp_path):
     first_snapshot = version.version
     files = {p.name for p in (tmp_path / "3").iterdir()}
     assert files == {"snapshot-1", *[f"delta-{v}" for v in range(2, version.version)], f"snapshot-{version.version}"}
-    kept = bucket_store._HELD.pop(("s", 3))[1]
+    kept = held.pop(3)[1]
     read = store.load(_state(spec, aggregates), version)
     assert read is not kept and _same_state(read, kept)
     state = store.load(_state(spec, aggregates), version)
@@ -131,7 +131,8 @@ def test_a_batch_run_again_reads_the_version_spark_committed_and_writes_it_again
     the worker's kept state is of the failed run, so it is read from the files, and the run again writes the
     same bytes and releases the same windows."""
     spec, aggregates = (900, 60, 600, 0), {"n": "count"}
-    store = BucketStore(str(tmp_path), "s", 0)
+    held: dict = {}
+    store = BucketStore(str(tmp_path), 0, held)
     state = store.load(_state(spec, aggregates), NONE)
     state.feed(_calls(list(range(50)), at=0))
     committed, _ = store.save(state, NONE)
@@ -139,9 +140,9 @@ def test_a_batch_run_again_reads_the_version_spark_committed_and_writes_it_again
     first_windows, _ = state.feed(_calls([4, 5], at=2000))
     failed, _ = store.save(state, committed)
     first_bytes = (tmp_path / "0" / f"delta-{failed.version}").read_bytes()
-    assert bucket_store._HELD[("s", 0)][0] == failed.version
+    assert held[0][0] == failed.version
     state = store.load(_state(spec, aggregates), committed)  # Spark gives the committed version again
-    assert bucket_store._HELD.get(("s", 0)) is None, "taken out while a batch uses it"
+    assert held.get(0) is None, "taken out while a batch uses it"
     again_windows, _ = state.feed(_calls([4, 5], at=2000))
     again, _ = store.save(state, committed)
     assert again == failed and (tmp_path / "0" / f"delta-{again.version}").read_bytes() == first_bytes
@@ -149,10 +150,32 @@ def test_a_batch_run_again_reads_the_version_spark_committed_and_writes_it_again
     assert len(first_windows) > 0
 
 
-def test_a_new_stream_at_the_same_checkpoint_does_not_go_on_from_a_worker_s_kept_state(tmp_path):
-    """A checkpoint removed and made anew at the same path is another stream (a new id): a worker that kept a
-    state of the earlier one at the same version number must not use it."""
-    first = bucket_store.new_stream_id(tmp_path / "a")
-    assert bucket_store.new_stream_id(tmp_path / "a") == first
-    assert bucket_store.new_stream_id(tmp_path / "b") != first
-    assert Path(tmp_path / "a" / bucket_store.ID_FILE).read_text() == first
+def test_two_copies_of_a_checkpoint_run_side_by_side_each_go_on_from_their_own_state(tmp_path):
+    """A checkpoint copied and both copies run in one session (two queries, so two reducers): each keeps its own
+    states, and at equal version numbers neither goes on from the other's. Until 2026-11-28 the process kept the
+    states by the id in the checkpoint, which a copy shares, and the second query took the first's state."""
+    import shutil
+
+    spec, aggregates = (900, 60, 600, 0), {"n": "count", "sum_x": "sum:x"}
+    original = BucketStore(str(tmp_path / "a"), 0, {})
+    state = original.load(_state(spec, aggregates), NONE)
+    state.feed(_calls([1, 2, 3], at=0))
+    version, _ = original.save(state, NONE)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    stores = {"a": original, "b": BucketStore(str(tmp_path / "b"), 0, {})}
+    versions = dict.fromkeys(stores, version)
+    references = {}
+    for name in stores:  # each copy's reference: the state in memory, never stored
+        references[name] = _state(spec, aggregates)
+        references[name].feed(_calls([1, 2, 3], at=0))
+    for step in range(4):
+        for name, store in stores.items():  # the same versions, other calls
+            calls = _calls([1, 2] if name == "a" else [3], at=100 * (step + 1), per_key=1 + (name == "b"))
+            state = store.load(_state(spec, aggregates), versions[name])
+            got, expected = state.feed(calls), references[name].feed(calls)
+            pd.testing.assert_frame_equal(_sorted(got[0]), _sorted(expected[0]))
+            versions[name], _ = store.save(state, versions[name])
+        assert versions["a"].version == versions["b"].version
+    for name, store in stores.items():
+        state = store.load(_state(spec, aggregates), versions[name])
+        pd.testing.assert_frame_equal(_sorted(state.flush()), _sorted(references[name].flush()))

@@ -362,6 +362,12 @@ def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_
         err = capsys.readouterr().err
         assert code == 2 and "applyInPandasWithState" in err and "until 2026-11-28" in err, err
         assert "new --checkpoint" in err and "Traceback" not in err
+    # an operator this build does not know (a later build's): refused, named, with no date made up
+    (old / "spanning" / "job.json").write_text(json.dumps({**record, "operator": "laterOperator"}))
+    code = stream_cli(str(in_order / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(old), *QUERY,
+                      "--master", "local[2]")  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "'laterOperator'" in err and "does not know" in err and "None" not in err, err
 
 
 def test_restart_with_other_windows_is_refused(in_order, capsys):
