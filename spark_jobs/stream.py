@@ -60,6 +60,7 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_colum
 from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions
 from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, tzinfo
+from spark_jobs.batch_records import BatchRecords, save_json
 from spark_jobs.bucket_store import STORE_FOLDER, Version
 from spark_jobs.prepare import (
     REASON,
@@ -295,12 +296,9 @@ class BatchWriter:
         self.sink = sink if sink is not None else self._write_files
         for orphan in [] if output is None else output.glob("*/_tmp-batch=*"):  # a batch killed while writing:
             shutil.rmtree(orphan, ignore_errors=True)  # it runs again from the checkpoint
-        self.records = Path(job.options.checkpoint) / "spanning" / "batches"
-        self.records.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
-        # read once: the batches of earlier runs (a batch run again replaces its record)
-        saved = (json.loads(p.read_text()) for p in sorted(self.records.glob("*.json")))
-        self.by_batch = {r["batch"]: r for r in saved}
+        # read once: the batches of earlier runs (a batch run again replaces its record), the oldest folded
+        self.records = BatchRecords(Path(job.options.checkpoint) / "spanning")
         previous = None if output is None else self.output / "summary.json"
         summary = json.loads(previous.read_text()) if previous is not None and previous.exists() else {}
         self.dropped_by_spark = summary.get("rows_dropped_by_spark", 0)  # over every run of the stream
@@ -310,9 +308,8 @@ class BatchWriter:
         began = time.perf_counter()
         counts = self._write(batch, batch_id)
         record = {"batch": batch_id, **counts, "seconds": round(time.perf_counter() - began, 3)}
-        self._save(self.records / f"{batch_id:08d}.json", record)
         with self.lock:
-            self.by_batch[batch_id] = record
+            self.records.add(record)
         self.progress(self.describe(record))
         self.write_summary()
 
@@ -354,9 +351,7 @@ class BatchWriter:
         """Each bucket's state version as the last batch before ``batch_id`` left it (a batch that Spark runs again
         starts from the state its first run started from)."""
         with self.lock:
-            earlier = [b for b, r in self.by_batch.items() if b < batch_id and "versions" in r]
-            versions = self.by_batch[max(earlier)]["versions"] if earlier else {}
-        return {int(b): Version(*v) for b, v in versions.items()}
+            return self.records.versions_before(batch_id)
 
     def _write_files(self, tables: dict, batch: DataFrame, batch_id: int) -> None:
         """Each non-empty output of a batch as ``kind/batch=N/``, renamed in whole: a batch run again after a crash
@@ -394,15 +389,6 @@ class BatchWriter:
             windows = windows.set_column(windows.schema.get_field_index(internal), internal, seconds)
         return windows
 
-    @staticmethod
-    def _save(path: Path, content: dict) -> None:
-        temp = path.with_name(f".{path.name}.tmp")
-        temp.write_text(json.dumps(content, indent=1))
-        os.replace(temp, path)
-
-    def batches(self) -> list[dict]:
-        return [self.by_batch[b] for b in sorted(self.by_batch)]
-
     def describe(self, record: dict) -> str:
         watermark = self.watermark()
         if watermark is not None and self.job.prepared.time_is_timestamp:  # as a time in --timezone
@@ -416,8 +402,8 @@ class BatchWriter:
 
     def watermark(self) -> int | None:
         """The stream's watermark: the largest end seen, minus --max-disorder."""
-        ends = [r["max_end"] for r in self.batches() if r.get("max_end") is not None]
-        return max(ends) - self.job.options.max_disorder if ends else None
+        largest = self.records.max_end()
+        return None if largest is None else largest - self.job.options.max_disorder
 
     def recent_triggers(self) -> dict[str, float]:
         """``trigger_seconds`` of the last ``TRIGGERS_KEPT`` batches (a stream that runs for months stays small)."""
@@ -427,17 +413,14 @@ class BatchWriter:
 
     def write_summary(self, extra: dict | None = None) -> dict:
         with self.lock:
-            records = self.batches()
-            read, rejected, late, windows = (sum(r[name] for r in records)
-                                             for name in ("rows_read", "rejected", "late", "windows"))
+            totals = self.records.totals()
+            read, rejected = totals["rows_read"], totals["rejected"]
             # the names of spanning run's summary.json (a batch's record keeps its own short names)
-            total = {"rows_read": read, "accepted": read - rejected, "rejected": rejected, "late": late,
-                     "windows_written": windows}
-            state: dict = {}  # each bucket as its last batch left it
-            for record in records:
-                state.update(record.get("buckets", {}))
+            total = {"rows_read": read, "accepted": read - rejected, "rejected": rejected, "late": totals["late"],
+                     "windows_written": totals["windows"]}  # fmt: skip
+            state = totals["buckets"]  # each bucket as its last batch left it
             summary = {
-                **total, "batches": len(records), "watermark": self.watermark(),
+                **total, "batches": totals["batches"], "watermark": self.watermark(),
                 **{name: sum(b[name] for b in state.values()) for name in ("keys", "held_windows", "state_bytes")},
                 "rows_dropped_by_spark": self.dropped_by_spark, "trigger_seconds": self.recent_triggers(),
                 "output": None if self.output is None else str(self.output),
@@ -445,7 +428,7 @@ class BatchWriter:
                 **(extra or {}),
             }  # fmt: skip
             if self.output is not None:
-                self._save(self.output / "summary.json", summary)
+                save_json(self.output / "summary.json", summary)
             return summary
 
 
