@@ -6,4 +6,4 @@ bash scripts/setup.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/ruff check spanning buckets sweeping spark_jobs tests bench
 # two workers: one holds the Spark session and its tests, the other the rest (tests/conftest.py); the slowest named
-.venv/bin/python -m pytest --doctest-modules spanning tests -n 2 --dist loadgroup --durations=8 "$@"
+.venv/bin/python -m pytest --doctest-modules spanning spark_jobs tests -n 2 --dist loadgroup --durations=8 "$@"
