@@ -228,7 +228,7 @@ def warm_vector_workers(spark, cfg: RunConfig, inputs: Inputs) -> bool:
     """
     if not vector_reads_parquet(cfg, inputs):
         return False
-    ship_engine(spark)  # the workers import the engine from its zip where they cannot from this install
+    ship_engine(spark)  # once per application: a session that was active already may not have the engine yet
     warm_python_workers(spark, VECTOR_MODULES)
     return True
 
