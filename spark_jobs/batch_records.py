@@ -26,7 +26,6 @@ holds, so a record file left behind by a crash in between is not counted twice.
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
 from pathlib import Path
@@ -57,61 +56,51 @@ class BatchRecords:
                 path.unlink(missing_ok=True)
             else:
                 self.by_batch[record["batch"]] = record
-        self.ids = sorted(self.by_batch)
 
     def add(self, record: dict) -> None:
         """A batch's record, written whole (a batch run again replaces its own); then the oldest folded."""
-        batch = record["batch"]
-        save_json(self.folder / f"{batch:08d}.json", record)
-        if batch not in self.by_batch:
-            bisect.insort(self.ids, batch)
-        self.by_batch[batch] = record
-        if len(self.ids) > self.kept:
-            self._fold(self.ids[: len(self.ids) - self.kept])
+        save_json(self.folder / f"{record['batch']:08d}.json", record)
+        self.by_batch[record["batch"]] = record
+        oldest = self.records()[: max(len(self.by_batch) - self.kept, 0)]
+        if oldest:
+            folded = self._with(oldest)
+            save_json(self.totals_path, folded)  # first the total, then the files it holds
+            self.folded = folded
+            for record in oldest:
+                (self.folder / f"{record['batch']:08d}.json").unlink(missing_ok=True)
+                del self.by_batch[record["batch"]]
 
-    def _fold(self, batches: list[int]) -> None:
-        folded = dict(self.folded, buckets=dict(self.folded["buckets"]))
-        for batch in batches:
-            record = self.by_batch[batch]
+    def _with(self, records: list[dict]) -> dict[str, Any]:
+        """The folded total with ``records`` (in batch order) added: the counts and batches, the largest end, each
+        bucket's stats and every bucket's versions as the last of them left them, and the last batch held."""
+        total = dict(self.folded, buckets=dict(self.folded["buckets"]))
+        for record in records:
             for name in COUNTED:
-                folded[name] += record[name]
-            folded["batches"] += 1
-            folded["max_end"] = _larger(folded["max_end"], record.get("max_end"))
-            folded["buckets"].update(record.get("buckets", {}))
-            folded["versions"] = record.get("versions", folded.get("versions", {}))  # every bucket's, carried
-            folded["through"] = batch
-        save_json(self.totals_path, folded)  # first the total, then the files it holds
-        self.folded = folded
-        for batch in batches:
-            (self.folder / f"{batch:08d}.json").unlink(missing_ok=True)
-            del self.by_batch[batch]
-        del self.ids[: len(batches)]
+                total[name] += record[name]
+            total["batches"] += 1
+            total["max_end"] = _larger(total["max_end"], record.get("max_end"))
+            total["buckets"].update(record.get("buckets", {}))
+            total["versions"] = record.get("versions", total.get("versions", {}))  # every bucket's, carried
+            total["through"] = record["batch"]
+        return total
 
     def records(self) -> list[dict]:
         """The records kept whole, in batch order."""
-        return [self.by_batch[b] for b in self.ids]
+        return [self.by_batch[b] for b in sorted(self.by_batch)]
 
     def versions_before(self, batch_id: int) -> dict[int, Version]:
         """Each bucket's state version as the last batch before ``batch_id`` left it."""
-        at = bisect.bisect_left(self.ids, batch_id)
-        versions = self.by_batch[self.ids[at - 1]]["versions"] if at else self.folded.get("versions", {})
-        return {int(b): Version(*v) for b, v in versions.items()}
+        before = self._with([r for r in self.records() if r["batch"] < batch_id])
+        return {int(b): Version(*v) for b, v in before.get("versions", {}).items()}
 
     def max_end(self) -> int | None:
         """The largest end any batch saw."""
-        largest = self.folded["max_end"]
-        for record in self.by_batch.values():
-            largest = _larger(largest, record.get("max_end"))
-        return largest
+        return self.totals()["max_end"]
 
     def totals(self) -> dict[str, Any]:
-        """Every batch's counts added up, their number, and each bucket's stats as its last batch left them."""
-        records = self.records()
-        buckets = dict(self.folded["buckets"])
-        for record in records:
-            buckets.update(record.get("buckets", {}))
-        return {**{name: self.folded[name] + sum(r[name] for r in records) for name in COUNTED},
-                "batches": self.folded["batches"] + len(records), "buckets": buckets}  # fmt: skip
+        """Every batch's counts added up, their number, the largest end, and each bucket's stats as its last batch
+        left them (``rows_read``, ``rejected``, ``late``, ``windows``, ``batches``, ``max_end``, ``buckets``)."""
+        return self._with(self.records())
 
 
 def _larger(a: int | None, b: int | None) -> int | None:
