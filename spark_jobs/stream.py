@@ -126,16 +126,17 @@ def check_checkpoint(folder: Path, record: dict) -> None:
         saved = json.loads(path.read_text())
         saved.setdefault("processor", PROCESSOR)  # a checkpoint made before --processor existed
         saved.setdefault("operator", "transformWithStateInPandas")  # a checkpoint made before "operator" existed
-        if saved["processor"] == PROCESSOR and saved["operator"] not in (OPERATOR, *OLDER_OPERATORS):
-            raise UsageError(
-                f"--checkpoint {folder.parent} was made with operator {saved['operator']!r}, which this version of"
-                " spanning stream does not know (a later version's?): go on with the version that made it, or give"
-                " a new --checkpoint (and --output)"
-            )
         if saved["processor"] == PROCESSOR and saved["operator"] != OPERATOR:
+            until = OLDER_OPERATORS.get(saved["operator"])
+            if until is None:  # not one of ours before: a later version's
+                raise UsageError(
+                    f"--checkpoint {folder.parent} was made with operator {saved['operator']!r}, which this version"
+                    " of spanning stream does not know (a later version's?): go on with the version that made it, or"
+                    " give a new --checkpoint (and --output)"
+                )
             raise UsageError(
                 f"--checkpoint {folder.parent} keeps which state files make each bucket in the state of Spark's"
-                f" {saved['operator']}, which spanning stream used until {OLDER_OPERATORS.get(saved['operator'])}"
+                f" {saved['operator']}, which spanning stream used until {until}"
                 " (since then the driver reduces each batch and keeps them in the checkpoint's batch records,"
                 " docs/STREAMING.md): give a new --checkpoint (and --output), or go on with the earlier version"
             )
