@@ -303,7 +303,12 @@ class BatchResult:
             done = observation._jo is not None and observation._jo.future().isCompleted()
         except Exception:  # noqa: BLE001 - no such handle in this Spark: count in a pass of our own
             done = False
-        return dict(observation.get) if done else None
+        if not done:
+            return None
+        try:
+            return dict(observation.get)
+        except Exception:  # noqa: BLE001 - the pass ran, but adaptive execution dropped the stage that observed
+            return None  # (a shuffle that came out empty, ``run.observed_metrics_kept``): count in a pass of our own
 
     def _counted(self) -> dict:
         """Rows read and rejected, in one pass over the prepared rows (every row passes there, with its reason)."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
@@ -55,6 +57,7 @@ from spark_jobs.prepare import (
 )
 from spark_jobs.session import get_session, ship_engine, starting, warm_python_workers
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
+from spark_jobs.worker_parquet import write_in_workers, writes_in_workers
 
 VECTOR_MODULES = ("numpy", "pyarrow", "pyarrow.parquet", "spanning.engines.parquet_partials",
                   "spanning.kernels.compiled")  # what vector's tasks import: the warm-up loads them (and the kernel)
@@ -208,7 +211,30 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
                     prepared.rows)
 
 
-def write(frame: DataFrame, path: str, fmt: str) -> None:
+EMPTY_RELATION = "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation"
+
+
+@contextlib.contextmanager
+def observed_metrics_kept(spark) -> Iterator[None]:
+    """Keep Spark's adaptive execution from replacing a plan whose shuffle came out empty by an empty relation
+    (``AQEPropagateEmptyRelation``): that drops the query stages below it, and the metrics their ``observe``
+    collected (the rows read and rejected) with them. Found on 2026-11-28: ``--plan vector`` over Parquet whose
+    every row was rejected stopped in PySpark's ``Observation.get`` with a bare assertion error."""
+    rules = "spark.sql.adaptive.optimizer.excludedRules"
+    before = spark.conf.get(rules, None)
+    spark.conf.set(rules, ",".join(filter(None, [before, EMPTY_RELATION])))
+    try:
+        yield
+    finally:
+        spark.conf.unset(rules) if before is None else spark.conf.set(rules, before)
+
+
+def write(frame: DataFrame, path: str, fmt: str, in_workers: bool = False) -> None:
+    """``frame`` into the folder ``path`` as ``fmt``: by the Python workers with pyarrow (``in_workers``, see
+    ``spark_jobs.worker_parquet``) or by Spark's writer."""
+    if in_workers:
+        write_in_workers(frame, path)
+        return
     writer = frame.write.mode("overwrite")
     if fmt == "csv":  # RFC 4180 (quotes doubled), timestamps as ISO 8601 in the session's time zone
         writer.options(header=True, escape='"', timestampFormat="yyyy-MM-dd'T'HH:mm:ssXXX").csv(path)
@@ -270,8 +296,12 @@ def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float) -> dict:
                 written[name] = 0
                 continue
             observed = Observation(name)  # counted while written: no second pass over the output
+            plans = [c.plan for c in job.choices]
+            in_workers = name == "windows" and writes_in_workers(frame, cfg.output.format, plans)
             try:
-                write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name), cfg.output.format)
+                with observed_metrics_kept(spark):
+                    write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name),
+                          cfg.output.format, in_workers)
             except Exception as err:  # an overflowing sum stops a JVM plan with raise_error: the same error as Python
                 overflow = re.search(r"integer sum of column '(.+?)' exceeds the 64-bit range", str(err))
                 if overflow is None:

@@ -3,6 +3,7 @@
 - A local Parquet input's schema comes from its footers (no Spark job), and it is the schema Spark infers.
 - One integer key is grouped by itself: no key ids, no join back, the same windows.
 - An empty ``rejected/`` or ``late/`` is written on the driver, readable with the schema Spark would write.
+- The windows written by the Python workers (``spark_jobs.worker_parquet``) are the files Spark's writer writes.
 - The engine zip is not shipped to Python workers that import the engine from this process's own files.
 """
 
@@ -129,6 +130,63 @@ def test_empty_rejected_and_late_are_written_on_the_driver_as_spark_writes_them(
                 assert read.count() == summary[name]
         assert schemas["clean", "rejected"] == schemas["messy", "rejected"]
         assert schemas["clean", "late"] == schemas["messy", "late"]
+
+
+@pytest.mark.parametrize("times", ["seconds", "instants", "all rejected"])
+def test_windows_written_by_the_python_workers_are_what_spark_writes(spark, tmp_path, monkeypatch, times):
+    import spark_jobs.run as run
+
+    calls = _calls(["a", "b", None, "a", "b", "a", "b"])
+    if times == "instants":  # window_start and window_end are timestamps: microseconds adjusted to UTC
+        for column in ("start", "end"):
+            calls[column] = pd.to_datetime(calls[column], unit="s", utc=True)
+    elif times == "all rejected":  # no window at all: one part with the schema alone
+        calls["end"] = calls["start"] - 1
+    path = tmp_path / "calls.parquet"
+    calls.to_parquet(path, index=False, coerce_timestamps="us")
+    by_workers = []
+    in_workers = run.write_in_workers
+    monkeypatch.setattr(run, "write_in_workers", lambda *a: by_workers.append(in_workers(*a)))
+    got = {}
+    for writer in ("workers", "spark"):
+        if writer == "spark":
+            monkeypatch.setattr(run, "writes_in_workers", lambda *a: False)
+        out = tmp_path / writer
+        fields = EventFields("start", "end", keys=["cell"], timezone="Europe/Paris")  # the session's zone
+        cfg = RunConfig(InputFiles([str(path)]), fields,
+                        WindowQuery(600, 200, 0, ["count", "sum:bytes", "mean:bytes", "max:bytes"]),
+                        output=OutputOptions(str(out)), spark=SparkOptions(plan="vector"))  # fmt: skip
+        summary = run.run_spark(cfg)
+        folder = out / "windows"
+        names = sorted(p.name for p in folder.iterdir())
+        assert names and all(n.startswith("part-") and n.endswith(".snappy.parquet") for n in names), names
+        read = spark.read.parquet(str(folder))
+        table = pq.read_table(folder)
+        rows = sorted(map(tuple, read.collect()), key=repr)
+        assert len(rows) == summary["windows_written"] == table.num_rows
+        got[writer] = (read.schema, table.schema.remove_metadata(), rows, table.sort_by("window_start").to_pylist())
+    assert by_workers == [len(got["spark"][2])]  # the first run's windows went through the workers, only those
+    assert got["workers"][:2] == got["spark"][:2]  # the same schema, read by Spark and by pyarrow
+    assert got["workers"][2] == got["spark"][2] and (times == "all rejected") == (got["spark"][2] == [])
+    assert sorted(got["workers"][3], key=repr) == sorted(got["spark"][3], key=repr)
+
+
+def test_only_plans_whose_tasks_run_python_write_local_parquet_in_the_workers(spark):
+    from spark_jobs.worker_parquet import writes_in_workers
+
+    frame = spark.createDataFrame(pd.DataFrame({"cell": ["a"], "n": [1], "mean": [0.5]}))
+    assert writes_in_workers(frame, "parquet", ["vector"]) and writes_in_workers(frame, "parquet", ["python"])
+    assert not writes_in_workers(frame, "csv", ["vector"])  # Spark's CSV writer: its quoting and time format
+    assert not writes_in_workers(frame, "parquet", ["explode"])  # no Python worker started: Spark's writer
+    decimal = frame.selectExpr("cell", "cast(n as decimal(10, 2)) as n")  # pyarrow writes decimals otherwise
+    assert not writes_in_workers(decimal, "parquet", ["vector"])
+    nested = frame.selectExpr("cell", "array(n) as n")
+    assert not writes_in_workers(nested, "parquet", ["vector"])
+    spark.conf.set("spark.sql.parquet.compression.codec", "lz4")  # a codec pyarrow names otherwise: Spark's
+    try:
+        assert not writes_in_workers(frame, "parquet", ["vector"])
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
 
 
 def test_the_engine_is_shipped_only_to_workers_that_cannot_import_it_themselves(monkeypatch, tmp_path):

@@ -190,7 +190,7 @@ def test_a_failed_spark_run_keeps_the_previous_output(spark, home, capsys, monke
     before = snapshot(home)
     written = []
 
-    def failing_write(frame, path, fmt):  # Spark writes a part into the run's folder, then the disk fails
+    def failing_write(frame, path, fmt, *_):  # Spark writes a part into the run's folder, then the disk fails
         spark.range(3).write.mode("overwrite").parquet(path)
         written.append(Path(path))
         raise OSError(28, "No space left on device", path)

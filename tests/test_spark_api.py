@@ -248,6 +248,21 @@ def test_a_plain_parquet_read_takes_the_read_side_path_and_a_filtered_one_the_ge
         assert result.counts["read"] == len(frame)
 
 
+def test_counts_after_a_write_with_every_row_rejected_on_the_read_side_path(user_session, tmp_path):
+    """Adaptive execution drops the stage that observed the counts when the shuffle comes out empty: the counts
+    are then counted in a pass of their own, not a bare assertion error from PySpark's Observation."""
+    import spanning.spark
+
+    path = tmp_path / "backwards.parquet"
+    pd.DataFrame({"cell": ["a", "b", None], "start": [100, 200, 300], "end": [50, 150, 250]}).to_parquet(path)
+    result = spanning.spark.aggregate(user_session.read.parquet(str(path)), range=RANGE, slide=SLIDE, ttp=TTP,
+                                      aggregates=["count"], key="cell", plan="vector")  # fmt: skip
+    assert result.plans[0]["reads_input"]
+    result.windows.write.parquet(str(tmp_path / "windows"))
+    assert user_session.read.parquet(str(tmp_path / "windows")).count() == 0
+    assert result.counts == {"read": 3, "accepted": 0, "rejected": 3, "late": 0}
+
+
 def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_batch_gets_the_same_rows(
         user_session, tmp_path):  # fmt: skip
     import spanning.spark
