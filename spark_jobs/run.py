@@ -266,7 +266,8 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     check_plain_columns(cfg, inputs)
     # the JVM's quick compiler alone where the JVM's share of the work is small: a small input, or Parquet that
     # vector's tasks read themselves into few partials (the JVM only merges and writes them; docs/BENCHMARKS.md)
-    quick = small_local_input(inputs) or jvm_merge_is_small(cfg, inputs)
+    small_merge = jvm_merge_is_small(cfg, inputs)
+    quick = small_local_input(inputs) or small_merge
     with Progress(quiet_off_terminal=True) as progress:  # on a terminal: what the seconds before the result go to
         progress(starting(cfg.spark.master))
         spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, quick_compiler=quick)
@@ -277,13 +278,14 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
         job = computed(spark, read_input(spark, inputs), cfg, inputs, warming)  # user mistakes show here, first
         progress("computing and writing the windows, the rejected and the late rows")
         try:
-            return _write_outputs(spark, cfg, job, began)
+            return _write_outputs(spark, cfg, job, began, few_windows=small_merge)
         finally:
             release(job)
 
 
-def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float) -> dict:
-    """The job's three outputs and summary.json, each output counted as it is written."""
+def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float, few_windows: bool = False) -> dict:
+    """The job's three outputs and summary.json, each output counted as it is written; the windows by the Python
+    workers where they are ``few_windows`` and ``writes_in_workers`` holds."""
     with output_folder(cfg) as output:
         written = {}
         for name in ("windows", "rejected", "late"):
@@ -297,7 +299,7 @@ def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float) -> dict:
                 continue
             observed = Observation(name)  # counted while written: no second pass over the output
             plans = [c.plan for c in job.choices]
-            in_workers = name == "windows" and writes_in_workers(frame, cfg.output.format, plans)
+            in_workers = name == "windows" and writes_in_workers(frame, cfg.output.format, plans, few_windows)
             try:
                 with observed_metrics_kept(spark):
                     write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name),

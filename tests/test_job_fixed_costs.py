@@ -175,16 +175,18 @@ def test_only_plans_whose_tasks_run_python_write_local_parquet_in_the_workers(sp
     from spark_jobs.worker_parquet import writes_in_workers
 
     frame = spark.createDataFrame(pd.DataFrame({"cell": ["a"], "n": [1], "mean": [0.5]}))
-    assert writes_in_workers(frame, "parquet", ["vector"]) and writes_in_workers(frame, "parquet", ["python"])
-    assert not writes_in_workers(frame, "csv", ["vector"])  # Spark's CSV writer: its quoting and time format
-    assert not writes_in_workers(frame, "parquet", ["explode"])  # no Python worker started: Spark's writer
+    assert writes_in_workers(frame, "parquet", ["vector"], True)
+    assert writes_in_workers(frame, "parquet", ["python"], True)
+    assert not writes_in_workers(frame, "parquet", ["vector"], False)  # many windows: Spark's writer is faster
+    assert not writes_in_workers(frame, "csv", ["vector"], True)  # Spark's CSV writer: its quoting and time format
+    assert not writes_in_workers(frame, "parquet", ["explode"], True)  # no Python worker started: Spark's writer
     decimal = frame.selectExpr("cell", "cast(n as decimal(10, 2)) as n")  # pyarrow writes decimals otherwise
-    assert not writes_in_workers(decimal, "parquet", ["vector"])
+    assert not writes_in_workers(decimal, "parquet", ["vector"], True)
     nested = frame.selectExpr("cell", "array(n) as n")
-    assert not writes_in_workers(nested, "parquet", ["vector"])
+    assert not writes_in_workers(nested, "parquet", ["vector"], True)
     spark.conf.set("spark.sql.parquet.compression.codec", "lz4")  # a codec pyarrow names otherwise: Spark's
     try:
-        assert not writes_in_workers(frame, "parquet", ["vector"])
+        assert not writes_in_workers(frame, "parquet", ["vector"], True)
     finally:
         spark.conf.unset("spark.sql.parquet.compression.codec")
 
