@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -167,6 +168,8 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
                                     duration=pd.to_numeric(calls["duration"], errors="coerce")).to_parquet(
         parquet, index=False, row_group_size=len(calls) // 5)  # fmt: skip
     typed = [str(parquet), *windows[1:], *(arg for spec in AGGS[:4] for arg in ("--agg", spec))]
+    # the command's vector plan: its tasks read the row groups, and its few windows are written by the bare workers
+    argvs.append(["run", *typed, "--master", MASTER, "--plan", "vector", "--output", str(tmp_path / "vector")])
     broken = ["run", *windows, "--agg", "count", *on_cluster, "--output", str(tmp_path / "broken")]
     # no PYTHONPATH: local-cluster hands the driver's to the executors' Python, which must not find the checkout
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
@@ -183,7 +186,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     print("seconds per run:", [run[2] for run in [*report["runs"], report["broken"]]])
-    for (code, err, _), name in zip(report["runs"], [*runs, "stream"], strict=True):
+    for (code, err, _), name in zip(report["runs"], [*runs, "stream", "vector"], strict=True):
         assert code == 0 and err == "", (name, err)
 
     jvm_options = report["driver_jvm"]  # a small local input: the quick compiler, and the class archive if built
@@ -221,11 +224,16 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert summary["rejected"] > 0 and plain_counts == {k: summary[k] for k in ("rejected", "late")} | {
         "read": summary["rows_read"], "accepted": summary["accepted"]}  # fmt: skip
     assert frame_counts == plain_counts  # the filter keeps every row
-    for name in ("plain", "frame"):
-        got = read_output(tmp_path / "api" / name / "windows")
+    vector = tmp_path / "vector"
+    assert json.loads((vector / "summary.json").read_text())["plans"][0]["reads_input"]
+    parts = [p.name for p in (vector / "windows").iterdir()]  # pyarrow's parts (spark_jobs.worker_parquet)
+    assert parts and all(re.fullmatch(r"part-\d{5}-[0-9a-f]{32}\.snappy\.parquet", p) for p in parts), parts
+    for name in ("plain", "frame", "vector"):
+        folder = vector if name == "vector" else tmp_path / "api" / name
+        got = read_output(folder / "windows")
         assert_frames_match(got, read_output(tmp_path / "parquet-local" / "windows")[list(got.columns)], ["cell"])
         for part in ("late", "rejected"):
-            assert sorted(pd.read_parquet(tmp_path / "api" / name / part)["call_id"]) == sorted(
+            assert sorted(pd.read_parquet(folder / part)["call_id"]) == sorted(
                 pd.read_parquet(tmp_path / "parquet-local" / part)["call_id"]), (name, part)
 
     first = ["run", str(arriving), *query[1:], "--engine", "local", "--series-start", "first", "--output",
