@@ -64,7 +64,7 @@ def write_in_workers(frame: DataFrame, folder: str) -> int:
     spark = frame.sparkSession
     codec = CODECS[spark.conf.get("spark.sql.parquet.compression.codec", "snappy").lower()]
     schema = to_arrow_schema(frame.schema, timezone="UTC")  # Spark's writer: instants in UTC, microseconds
-    suffix = "parquet" if codec == "none" else f"{codec}.parquet"  # Spark's names: part-….snappy.parquet
+    suffix = {"none": "parquet", "gzip": "gz.parquet"}.get(codec, f"{codec}.parquet")  # as Spark names its parts
     run, group_rows = uuid.uuid4().hex, ROW_GROUP_ROWS
     Path(folder).mkdir(parents=True, exist_ok=True)
 
