@@ -12,8 +12,9 @@ positive. That is column arithmetic, with no sort and no Python. The windows the
 * ``explode``: each event exploded into the windows of its run, merged per (key, window);
 * ``vector``: each input task reduces its own events to partials per (key, window) with the compiled kernel
   (``spanning.engines.window_ranges`` over ``spanning.kernels.compiled``: difference arrays for counts and
-  integer sums, the explode's loop or a sparse table for min and max, the explode's loop for float sums), and
-  only those partials cross the shuffle, merged as the explode merges its rows. No raw row is shuffled and no
+  integer sums, the explode's loop or a sparse table for min and max, the explode's loop for float sums), merges
+  them across its chunks while that pays (``merged_while_it_pays``), and only those partials cross the shuffle,
+  merged as the explode merges its rows. No raw row is shuffled and no
   task holds a whole key: a hot key, or no key at all, spreads over the input's tasks like any other. Where
   the input is local Parquet with plain columns (``read_plan``), the tasks read their row groups themselves
   (``parquet_window_job``, with ``spanning.engines.parquet_partials``) and no row enters the JVM; otherwise the
@@ -51,7 +52,7 @@ from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 from spanning.aggregates import ResultKind, SqlFunction, SumOverflowError, parse_aggregate
 from spanning.app.files import Inputs
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, WindowQuery, key_column
-from spanning.engines.parquet_partials import COUNTS, ReadPlan, pieces
+from spanning.engines.parquet_partials import COUNTS, MERGE_ROWS, ReadPlan, pieces
 from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
 from spanning.kernels.windows import event_ends
 from spanning.techniques.registry import has_batch_form
@@ -487,11 +488,10 @@ def parquet_window_job(spark, prepared: Prepared, cfg: RunConfig, plan: ReadPlan
     work = pieces(groups, cores, CHUNK_ROWS)
 
     def partials_of_row_groups(batches):  # runs on the executors: pyarrow and numpy only
-        from spanning.engines.parquet_partials import counted_batches
+        from spanning.engines.parquet_partials import task_batches
 
-        for batch in batches:
-            for piece in batch.column(0).to_pylist():
-                yield from counted_batches(*work[piece], plan, arrow_schema)
+        mine = [work[piece] for batch in batches for piece in batch.column(0).to_pylist()]
+        yield from task_batches(mine, plan, arrow_schema)
 
     # a few pieces a task, TASKS_PER_CORE tasks a core: each task costs 0.3-0.5 s of its own besides its pieces
     # (measured 2026-11-27 on 30M rows, 30 tasks of one piece: the gap between one task's last batch and the
@@ -766,9 +766,11 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
     column once (null where the value is missing). Each task takes its events in chunks of ``CHUNK_ROWS`` and
     hands each chunk to ``spanning.engines.window_ranges.run_partials``: difference arrays for counts and the
     two parts of exact integer sums, a sparse table for min and max, a segment tree for float sums, each covered
-    window written once. The partials then merge per (key, window) as every plan's do (sums add, max and min
-    take theirs), and are lowered. No raw row crosses a shuffle, no task holds a whole key (a hot key or no key
-    at all spreads over the input's tasks like any other), and a worker holds one chunk at a time.
+    window written once; a task merges its chunks' partials across them while that pays
+    (``merged_while_it_pays``). The partials then merge per (key, window) as every plan's do (sums add, max and
+    min take theirs), and are lowered. No raw row crosses a shuffle, no task holds a whole key (a hot key or no
+    key at all spreads over the input's tasks like any other), and a worker holds one chunk at a time, and at
+    most ``MERGE_ROWS`` partials.
     """
     key_cols = [quoted(k) for k in keys]
     parts, columns = _partials(outputs, prepared, query)
@@ -780,18 +782,19 @@ def _vectorised(active: DataFrame, prepared: Prepared, keys: list[str], outputs:
     inputs = active.select(*key_cols, F.col(A), F.col(B), *times, *shipped_values(prepared, columns))
     derived = [tuple(c) for c in columns]  # (name, merge, derive, source) as plain tuples, for the executors
     schema = T.StructType([*[inputs.schema[k] for k in keys], *partial_fields(inputs, columns)])
-    chunk_rows = CHUNK_ROWS
+    chunk_rows, merge_rows = CHUNK_ROWS, MERGE_ROWS
 
     def partials_of_partition(batches):  # runs on the executors: numpy and pyarrow only
         import pyarrow as pa
 
-        from spanning.engines.window_ranges import reduced_in_chunks, run_partials
+        from spanning.engines.window_ranges import merged_while_it_pays, reduced_in_chunks, run_partials
 
         def reduced(chunk):
-            table = pa.Table.from_batches(chunk)
-            return run_partials(table, keys, A, B, derived, spans).to_batches(1 << 16)
+            return [run_partials(pa.Table.from_batches(chunk), keys, A, B, derived, spans)]
 
-        yield from reduced_in_chunks(batches, chunk_rows, reduced)
+        tables = reduced_in_chunks(batches, chunk_rows, reduced)
+        for table in merged_while_it_pays(tables, keys, derived, merge_rows):
+            yield from table.to_batches(1 << 16)
 
     partials = inputs.mapInArrow(partials_of_partition, schema)
     return _lowered(_merged_partials(partials, [*key_cols, K], columns), keys, parts, outputs)

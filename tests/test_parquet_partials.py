@@ -13,10 +13,11 @@ import tracemalloc
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spanning.engines.parquet_partials import COUNTS, ReadPlan, counted_batches, pieces, reduce_rows
+from spanning.engines.parquet_partials import COUNTS, ReadPlan, pieces, reduce_rows, task_batches
 from tests.budget import examples
 
 PARTIALS = [("_n", "sum", "one", None), ("_nv", "sum", "valid", "_v0"), ("_h", "sum", "high", "_v0"),
@@ -86,26 +87,28 @@ def test_partials_and_counts_equal_the_definition(case):
             assert r["_maxf"] is None and r["_minf"] is None and r["_sf"] is None
 
 
-def test_counted_batches_put_each_part_s_counts_on_a_row_of_their_own(tmp_path):
+@pytest.mark.parametrize("most_rows", [1, 100])
+def test_a_task_s_batches_merge_its_parts_windows_and_put_its_counts_on_a_row_of_their_own(tmp_path, most_rows):
     path = tmp_path / "calls.parquet"
-    pq.write_table(pa.table({"cell": [1, 1, 2, 2, 2], "start": [0, 5, 9, 3, None], "end": [4, 6, 12, 2, 8]}), path,
-                   row_group_size=5)  # fmt: skip
+    pq.write_table(pa.table({"cell": [1, 1, 1, 2, 2, 2], "start": [0, 5, 3, 9, 3, None],
+                             "end": [4, 6, 7, 12, 2, 8]}), path, row_group_size=6)  # fmt: skip
     plan = ReadPlan("start", "end", "s", ["cell"], {}, 10, 5, 0, 100, None, [("_n", "sum", "one", None)])
     schema = pa.schema([("cell", pa.int64()), ("_k", pa.int64()), ("_n", pa.int64()),
                         *[(c, pa.int64()) for c in COUNTS]])  # fmt: skip
-    parts = pieces([(str(path), 0, 5)], cores=1, most=2)
-    assert parts == [(str(path), 0, 0, 3), (str(path), 0, 1, 3), (str(path), 0, 2, 3)]  # of 2, 2 and 1 rows
-    rows = pa.Table.from_batches([b for part in parts for b in counted_batches(*part, plan, schema)]).to_pylist()
+    parts = pieces([(str(path), 0, 6)], cores=1, most=2)
+    assert parts == [(str(path), 0, 0, 3), (str(path), 0, 1, 3), (str(path), 0, 2, 3)]  # of 2 rows each
+    rows = pa.Table.from_batches(list(task_batches(parts, plan, schema, most_rows))).to_pylist()
     windows = [r for r in rows if r["_k"] is not None]
     counts = [r for r in rows if r["_k"] is None]
-    assert len(counts) == 3
-    assert [sum(r[c] for r in counts) for c in COUNTS] == [5, 2, 0]  # reversed and null-start rows rejected
-    assert all(r["cell"] is None and r["_n"] is None for r in counts)
+    assert len(counts) == 1 and [counts[0][c] for c in COUNTS] == [6, 2, 0]  # reversed and null-start rows rejected
+    assert counts[0]["cell"] is None and counts[0]["_n"] is None
     assert all(r[c] is None for r in windows for c in COUNTS)
     by_window = {}
-    for r in windows:  # one key's windows from two parts: Spark merges them
+    for r in windows:  # key 1's windows from two parts: merged in the task (most_rows 100), or by Spark (1)
         by_window[(r["cell"], r["_k"])] = by_window.get((r["cell"], r["_k"]), 0) + r["_n"]
-    assert by_window == {(1, -1): 1, (1, 0): 2, (1, 1): 1, (2, 0): 1, (2, 1): 1, (2, 2): 1}
+    # windows [5k, 5k + 10): [0, 4] in -1 and 0, [5, 6] in 0 and 1, [3, 7] in -1, 0 and 1; [9, 12] in 0, 1 and 2
+    assert by_window == {(1, -1): 2, (1, 0): 3, (1, 1): 2, (2, 0): 1, (2, 1): 1, (2, 2): 1}
+    assert len(windows) == (6 if most_rows == 100 else 9)  # key 1's three windows once when merged, else twice
 
 
 def _peak_bytes(path, chunk_rows: int) -> int:
@@ -117,9 +120,8 @@ def _peak_bytes(path, chunk_rows: int) -> int:
     groups = [(str(path), g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
     tracemalloc.start()
     try:
-        for part in pieces(groups, cores=2, most=chunk_rows):
-            for _ in counted_batches(*part, plan, schema):
-                pass
+        for _ in task_batches(pieces(groups, cores=2, most=chunk_rows), plan, schema, most_rows=chunk_rows):
+            pass
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spanning.engines.window_ranges import PartialSpec, run_partials
+from spanning.engines.window_ranges import PartialSpec, merged_while_it_pays, run_partials
 from spanning.kernels.compiled import event_runs
 
-COUNTS = ("_read", "_rejected", "_late")  # a chunk's counts, on a row of their own (no key, no window)
+COUNTS = ("_read", "_rejected", "_late")  # a task's counts, on a row of their own (no key, no window)
+MERGE_ROWS = 1 << 21  # partial rows a task holds to merge them across its pieces (merged_while_it_pays), at most
 TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
@@ -114,17 +115,27 @@ def row_group_partials(path: str, row_group: int, part: int, parts: int, plan: R
             return
 
 
-def counted_batches(path: str, row_group: int, part: int, parts: int, plan: ReadPlan, schema) -> Iterator:
-    """``row_group_partials`` as record batches of ``schema`` (the keys, ``_k``, the partials, then ``COUNTS``):
-    the part's partials with null counts, then one row of its counts with null keys and window."""
+def task_batches(work: Sequence[tuple[str, int, int, int]], plan: ReadPlan, schema,
+                 most_rows: int = MERGE_ROWS) -> Iterator:  # fmt: skip
+    """The partials of a task's pieces (``row_group_partials`` of each, the pieces as ``pieces`` gives them), merged
+    across the pieces while that pays (``merged_while_it_pays``), as record batches of ``schema`` (the keys, ``_k``,
+    the partials, then ``COUNTS``, null); then one row of the task's counts, with null keys and window."""
     import pyarrow as pa
 
-    for table, counts in row_group_partials(path, row_group, part, parts, plan):
+    totals = [0] * len(COUNTS)
+
+    def tables():
+        for piece in work:
+            for table, counts in row_group_partials(*piece, plan):
+                totals[:] = [t + c for t, c in zip(totals, counts, strict=True)]
+                yield table
+
+    for table in merged_while_it_pays(tables(), plan.keys, plan.partials, most_rows):
         arrays = [pa.nulls(table.num_rows, f.type) if f.name in COUNTS else table.column(f.name).cast(f.type)
                   for f in schema]  # fmt: skip
         yield from pa.Table.from_arrays(arrays, schema=schema).to_batches()
-        found = dict(zip(COUNTS, counts, strict=True))
-        yield pa.RecordBatch.from_arrays([pa.array([found.get(f.name)], f.type) for f in schema], schema=schema)
+    found = dict(zip(COUNTS, totals, strict=True))
+    yield pa.RecordBatch.from_arrays([pa.array([found.get(f.name)], f.type) for f in schema], schema=schema)
 
 
 def pieces(row_groups: Sequence[tuple[str, int, int]], cores: int, most: int) -> list[tuple[str, int, int, int]]:

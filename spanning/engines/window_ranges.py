@@ -27,7 +27,7 @@ nothing is done per event in Python.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +43,7 @@ from spanning.kernels.ranges import (
 )
 
 MERGES = ("sum", "max", "min")  # the values are numbers, never NaN (the readers make NaN null)
+KEPT_TO_MERGE = 0.8  # merged_while_it_pays stops merging a task's tables once a merge keeps more of its rows
 COLLECTIONS = ("set", "list", "hll", "kll")  # merges whose partial is a set, a value list or a sketch (its bytes)
 DENSE_PER_EVENT = 4  # a dense (key, window) grid when it has at most this many cells per event
 LOW_BITS = 0xFFFFFFFF  # an exact integer sum is carried as two int64 sums, of value >> 32 and of value & LOW_BITS
@@ -254,6 +255,56 @@ def _collection_partials(first, last, got: RunWindows, columns: Sequence[Partial
         else:  # every window has a list, empty when none of its events had a value (Spark's flatten needs one)
             out[name] = pa.array([list(p) for p in partials.tolist()], type=pa.list_(read[source][2]))
     return out
+
+
+def merged_while_it_pays(tables: Iterable, keys: Sequence[str], columns: Sequence[PartialSpec], most_rows: int):
+    """A task's partial tables (``run_partials``'), merged per (key, window) across them while that pays.
+
+    Each table holds each of its (key, window) once, but the tables of one task share the windows that their
+    events' runs both reach: on time-ordered input, a task's eight 1M-row pieces at 61 windows per event (30M rows,
+    a hot key, 2026-11-28) made 578k partials for 240k windows. Merged here (sums add, max and min take theirs,
+    nulls skipped, as Spark merges them after the shuffle; 0.03-0.06 s for those 578k rows), they cross the JVM
+    and its shuffle once. Tables are held up to ``most_rows`` rows, then merged and handed on, so a task holds at
+    most that and one table more. Once a merge keeps more than ``KEPT_TO_MERGE`` of its rows (tables that share
+    few windows), the rest pass as they come; so do tables of sets, lists or sketches.
+
+    >>> import pyarrow as pa
+    >>> spec = [("n", "sum", "one", None), ("top", "max", "value", "x")]
+    >>> parts = [pa.table({"cell": [7, 7], "_k": [0, 1], "n": [1, 2], "top": [5, None]}),
+    ...          pa.table({"cell": [7, 8], "_k": [1, 0], "n": [3, 1], "top": [4, 2]})]
+    >>> [t.to_pydict() for t in merged_while_it_pays(parts, ["cell"], spec, most_rows=10)]
+    [{'cell': [7, 7, 8], '_k': [0, 1, 0], 'n': [1, 5, 1], 'top': [5, 4, 2]}]
+    """
+    import pyarrow as pa
+
+    merging = all(merge in MERGES for _, merge, _, _ in columns)
+    by = [*keys, "_k"]
+    held: list = []
+    rows = 0
+
+    def merged():
+        table = pa.concat_tables(held, promote_options="permissive")
+        if len(held) == 1:
+            return table
+        grouped = table.group_by(by, use_threads=False).aggregate([(name, merge) for name, merge, _, _ in columns])
+        return pa.table({**{k: grouped.column(k) for k in by},
+                         **{name: grouped.column(f"{name}_{merge}") for name, merge, _, _ in columns}})  # fmt: skip
+
+    for table in tables:
+        if not merging:
+            yield table
+            continue
+        if not table.num_rows:
+            continue
+        held.append(table)
+        rows += table.num_rows
+        if rows >= most_rows:
+            out = merged()
+            yield out
+            merging = out.num_rows <= KEPT_TO_MERGE * rows
+            held, rows = [], 0
+    if held:
+        yield merged()
 
 
 def reduced_in_chunks(batches, chunk_rows: int, reduce):
