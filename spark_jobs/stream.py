@@ -156,9 +156,7 @@ def check_checkpoint(folder: Path, record: dict) -> None:
             )
         return
     folder.mkdir(parents=True, exist_ok=True)
-    temp = path.with_suffix(".tmp")
-    temp.write_text(json.dumps(record, indent=1))
-    os.replace(temp, path)
+    save_json(path, record)
 
 
 def files_there(spark: SparkSession, cfg: RunConfig, fmt: str | None = None) -> tuple[DataFrame, Inputs]:
@@ -267,9 +265,7 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
     stream = stream.repartition(spread, *[quoted(c) for c in stream.columns])
     prepared = prepare(stream, cfg, csv=csv, kinds=kinds)
     if not kinds_file.exists():
-        temp = kinds_file.with_suffix(".tmp")
-        temp.write_text(json.dumps(kinds.saved, indent=1))
-        os.replace(temp, kinds_file)
+        save_json(kinds_file, kinds.saved)
     aggregates = {name: f"_agg_{i}" for i, name in enumerate([*cfg.query.aggregate_columns, EVENTS_COLUMN])}
     originals = {name: f"_in_{i}" for i, name in enumerate(prepared.original_columns)}
     control_schema = T.StructType([T.StructField(BUCKET, T.IntegerType()), T.StructField(CONTROL, T.LongType()),
