@@ -220,13 +220,11 @@ def observed_metrics_kept(spark) -> Iterator[None]:
     (``AQEPropagateEmptyRelation``): that drops the query stages below it, and the metrics their ``observe``
     collected (the rows read and rejected) with them. Found on 2026-11-28: ``--plan vector`` over Parquet whose
     every row was rejected stopped in PySpark's ``Observation.get`` with a bare assertion error."""
+    from spark_jobs.api import job_settings  # the session's settings changed and given back in one place
+
     rules = "spark.sql.adaptive.optimizer.excludedRules"
-    before = spark.conf.get(rules, None)
-    spark.conf.set(rules, ",".join(filter(None, [before, EMPTY_RELATION])))
-    try:
+    with job_settings(spark, {rules: ",".join(filter(None, [spark.conf.get(rules, None), EMPTY_RELATION]))}):
         yield
-    finally:
-        spark.conf.unset(rules) if before is None else spark.conf.set(rules, before)
 
 
 def write(frame: DataFrame, path: str, fmt: str, in_workers: bool = False) -> None:
@@ -288,6 +286,7 @@ def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float, few_windo
     workers where they are ``few_windows`` and ``writes_in_workers`` holds."""
     with output_folder(cfg) as output:
         written = {}
+        plans = [c.plan for c in job.choices]
         for name in ("windows", "rejected", "late"):
             frame = getattr(job, name)
             if name != "windows" and job.counted_by_windows and job.counts.get.get(name) == 0:
@@ -298,7 +297,6 @@ def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float, few_windo
                 written[name] = 0
                 continue
             observed = Observation(name)  # counted while written: no second pass over the output
-            plans = [c.plan for c in job.choices]
             in_workers = name == "windows" and writes_in_workers(frame, cfg.output.format, plans, few_windows)
             try:
                 with observed_metrics_kept(spark):

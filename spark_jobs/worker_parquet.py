@@ -77,20 +77,21 @@ def write_in_workers(frame: DataFrame, folder: str) -> int:
         context = TaskContext.get()
         name = f"part-{context.partitionId():05d}-{run}.{suffix}"
         final, temp = os.path.join(folder, name), os.path.join(folder, f".{name}.{context.attemptNumber()}")
-        rows, gathered, writer = 0, [], None
+        rows, gathered, gathered_rows, writer = 0, [], 0, None
 
         def flush():
-            nonlocal gathered, writer
+            nonlocal gathered, gathered_rows, writer
             table = pa.Table.from_batches(gathered).rename_columns(schema.names).cast(schema)
             writer = writer or pq.ParquetWriter(temp, schema, compression=codec)
             writer.write_table(table, row_group_size=group_rows)
-            gathered = []
+            gathered, gathered_rows = [], 0
 
         try:
             for batch in batches:
                 gathered.append(batch)
                 rows += batch.num_rows
-                if sum(b.num_rows for b in gathered) >= group_rows:
+                gathered_rows += batch.num_rows
+                if gathered_rows >= group_rows:
                     flush()
             if gathered:
                 flush()
