@@ -37,7 +37,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 CODECS = {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "uncompressed": "none", "none": "none"}
 FLAT = (T.NumericType, T.StringType, T.BooleanType, T.TimestampType, T.TimestampNTZType, T.DateType, T.BinaryType)
 LOCAL_MASTERS = ("local[", "local-cluster[")
-ROW_GROUP_ROWS = 1 << 20  # rows a part's row group holds at most: batches are gathered up to it before a write
+# rows a part's row group holds at most (batches are gathered up to it before a write): pyarrow's own default, not
+# measured here; Spark's writer makes row groups of 128 MB instead
+ROW_GROUP_ROWS = 1 << 20
 
 
 def writes_in_workers(frame: DataFrame, fmt: str, plans: list[str], few_windows: bool) -> bool:
