@@ -558,3 +558,61 @@ def test_key_runs_by_object_identity_equals_hashing(runs, per_row):
     codes, first_rows = got
     assert codes.tolist() == expected.tolist()
     assert first_rows.tolist() == [int(np.flatnonzero(expected == c)[0]) for c in range(expected.max() + 1)]
+
+
+class Text(str):
+    """A str subclass: the compiled comparison leaves it to Python."""
+
+
+def _fresh(value):
+    """An equal object at another address where the type allows (so that the bytes, not the address, decide)."""
+    if type(value) is str:
+        return "".join(list(value)) if value else "".join([])
+    if isinstance(value, float):
+        return float(value)
+    return value
+
+
+OBJECTS = st.one_of(
+    st.text(alphabet="ab\u00e9\u20ac\U0001f4de", max_size=20),  # ASCII, Latin-1, BMP and astral: four layouts
+    st.sampled_from(["cell-1", "cell-2", "a" * 8, "a" * 9, "a" * 16, "a" * 7 + "b", ""]),  # the word-wise reads
+    st.sampled_from([None, math.nan, 0, 1.0, np.str_("cell-1"), Text("cell-1"), b"cell-1"]),
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(values=st.lists(st.tuples(OBJECTS, st.booleans()), min_size=2, max_size=60), shared=st.booleans(),
+       compiled=st.booleans())  # fmt: skip
+def test_neighbouring_keys_compared_in_memory_as_python_compares_them(values, shared, compiled):
+    # _neighbours_differ reads compact ASCII strings' bytes where they lie (text_neighbours_differ), shared among
+    # threads, and leaves every other pair to Python: it must give Python's ``!=`` for every pair, the same object
+    # (a NaN too) being the same key. ``compiled`` False: the interpreter's layout unknown, Python compares all.
+    from spanning.engines import inputs
+    from spanning.kernels.compiled import text_layout
+
+    assert text_layout() is not None  # this CPython's layout is known, so the compiled reads are what is tested
+    column = np.empty(len(values), dtype=object)
+    previous = None
+    for i, (value, same_object) in enumerate(values):
+        column[i] = previous if same_object and i else _fresh(value)
+        previous = column[i]
+    expected = [a is not b and bool(a != b) for a, b in zip(column[:-1], column[1:], strict=True)]
+    with pytest.MonkeyPatch.context() as patch:
+        if not compiled:
+            patch.setattr(inputs, "text_layout", lambda: None)
+        if shared:
+            patch.setattr(inputs, "SHARED_FROM", 1)
+        assert inputs._neighbours_differ(column).tolist() == expected
+
+
+def test_row_built_text_keys_are_compared_in_memory_in_shares():
+    # 1M rows' worth of shares is too slow for a property; one 600k-row column of fresh objects per row, runs of
+    # varied lengths, compared in memory over the cores, against Python's comparison
+    from spanning.engines import inputs
+
+    rng = np.random.default_rng(5)
+    keys = np.repeat([f"cell-{k}" * (1 + k % 3) for k in range(300)], rng.integers(1, 4000, 300))[:600_000]
+    column = np.array(keys, dtype=str).astype(object)  # one str object per row
+    column[rng.integers(0, len(column), 50)] = None
+    assert len(column) >= 2 * inputs.SHARED_FROM
+    assert inputs._neighbours_differ(column).tolist() == (column[1:] != column[:-1]).tolist()

@@ -16,7 +16,9 @@ here reduce such runs into one value per window, each in one pass with no tempor
 * ``event_runs``: the reader contract's checks for plain columns and each event's run [a, b] under the TTP;
 * ``key_extremes`` and ``chunk_runs``: the same runs for a chunk of several keys whose clocks run per key
   (``spanning.engines.chunks.reduce_chunk``: ``spanning.aggregate`` and the stream's feed);
-* ``dense_codes`` and ``first_rows``: integer keys as codes without hashing, and each code's first row.
+* ``dense_codes`` and ``first_rows``: integer keys as codes without hashing, and each code's first row;
+* ``text_neighbours_differ``: neighbouring text keys of an object column compared by their bytes in memory
+  (``text_layout``), for the key runs of ``spanning.aggregate``.
 
 ``spanning.kernels.ranges`` (the aggregates' array faces, ``spanning.aggregate``, the stream's feed) and
 ``spanning.engines.window_ranges`` (the Spark map side) call these; nothing else loops over events.
@@ -39,13 +41,18 @@ for that copy ahead of the executors of this machine.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 
 try:
     import numba
+    import numba.extending
+    from llvmlite import ir
 except ImportError as missing:  # pragma: no cover - the package requires it; a bare executor may lack it
     raise ImportError(
         "spanning needs the package numba (its compiled kernel) wherever it runs, Spark executors included:"
@@ -54,12 +61,16 @@ except ImportError as missing:  # pragma: no cover - the package requires it; a 
 
 __all__ = [
     "CACHED", "chunk_runs", "dense_codes", "event_runs", "first_rows", "key_extremes", "run_cells", "run_counts",
-    "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int", "run_windows", "warm_up", "warm_up_shipped",
+    "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int", "run_windows", "text_layout",
+    "text_neighbours_differ", "warm_up", "warm_up_shipped",
 ]  # fmt: skip
 
 CACHED = os.path.isfile(__file__)  # a real file to cache beside; not inside a zip on an executor's path
 _compile = numba.njit(cache=CACHED, nogil=True, error_model="numpy")
 SHORT_RUN = 4  # run_occupancy adds runs of up to this many windows window by window (measured there)
+# objects whose first line text_neighbours_differ asks the memory for ahead of reading them: 1M row-built keys
+# took 22-25 ms at 16, 43-61 ms at 32 and 64, 59-68 ms with none (2026-11-28, one process)
+READ_AHEAD = 16
 
 
 @_compile
@@ -400,6 +411,108 @@ def first_rows(codes, n_keys):
     return rows
 
 
+@numba.extending.intrinsic
+def _word_at(typingctx, address):
+    """The int64 stored at ``address`` (the caller holds what lives there)."""
+
+    def load(context, builder, signature, args):
+        return builder.load(builder.inttoptr(args[0], ir.IntType(64).as_pointer()))
+
+    return numba.types.int64(numba.types.int64), load
+
+
+@numba.extending.intrinsic
+def _byte_at(typingctx, address):
+    """The byte stored at ``address``, as an int64."""
+
+    def load(context, builder, signature, args):
+        byte = builder.load(builder.inttoptr(args[0], ir.IntType(8).as_pointer()))
+        return builder.zext(byte, ir.IntType(64))
+
+    return numba.types.int64(numba.types.int64), load
+
+
+@numba.extending.intrinsic
+def _read_ahead(typingctx, address):
+    """Ask the memory for the line at ``address`` without waiting for it (LLVM's prefetch, for reading)."""
+
+    def prefetch(context, builder, signature, args):
+        pointer, flag = ir.IntType(8).as_pointer(), ir.IntType(32)
+        function = builder.module.declare_intrinsic(
+            "llvm.prefetch", [pointer], ir.FunctionType(ir.VoidType(), [pointer, flag, flag, flag])
+        )
+        read, keep, data = ir.Constant(flag, 0), ir.Constant(flag, 3), ir.Constant(flag, 1)  # for reading, kept, data
+        builder.call(function, [builder.inttoptr(args[0], pointer), read, keep, data])
+        return context.get_dummy_value()
+
+    return numba.types.none(numba.types.int64), prefetch
+
+
+@_compile
+def text_neighbours_differ(addresses, text_type, data_at):
+    """For each pair of neighbouring objects of an object column (their ``addresses``): 0 the same key, 1 two
+    different texts, 2 undecided, left to Python's ``!=`` (not both compact ASCII ``str``: None, NaN, other text).
+
+    Two objects at one address are one key. Two compact ASCII strings (CPython's layout, ``text_layout``: the
+    type, the length, the state's compact and ASCII bits, the bytes from ``data_at``) are equal exactly when their
+    lengths and bytes are. The caller keeps the objects alive while this runs.
+    """
+    n = len(addresses)
+    out = np.zeros(max(n - 1, 0), np.int8)
+    for i in range(min(READ_AHEAD, n)):
+        _read_ahead(addresses[i] + 8)
+    for i in range(n - 1):
+        if i + READ_AHEAD < n:
+            _read_ahead(addresses[i + READ_AHEAD] + 8)
+        a, b = addresses[i], addresses[i + 1]
+        if a == b:
+            continue
+        if _word_at(a + 8) != text_type or _word_at(b + 8) != text_type:
+            out[i] = 2
+            continue
+        if _byte_at(a + 32) & 0x60 != 0x60 or _byte_at(b + 32) & 0x60 != 0x60:  # compact and ASCII
+            out[i] = 2
+            continue
+        length = _word_at(a + 16)
+        if length != _word_at(b + 16):
+            out[i] = 1
+            continue
+        j = 0
+        while j + 8 <= length:
+            if _word_at(a + data_at + j) != _word_at(b + data_at + j):
+                out[i] = 1
+                break
+            j += 8
+        if out[i] == 0:
+            while j < length:
+                if _byte_at(a + data_at + j) != _byte_at(b + data_at + j):
+                    out[i] = 1
+                    break
+                j += 1
+    return out
+
+
+@functools.cache
+def text_layout() -> tuple[int, int] | None:
+    """``text_neighbours_differ``'s ``(text_type, data_at)`` where this interpreter lays out strings as it reads
+    them (CPython 3.11-3.13 on a little-endian machine: the type at byte 8, the length at 16, the state at 32 with
+    compact = 0x20 and ASCII = 0x40, a compact ASCII string's bytes right after its header), checked on two probe
+    strings; None elsewhere (then every pair is compared by Python)."""
+    if sys.implementation.name != "cpython" or sys.byteorder != "little" or ctypes.sizeof(ctypes.c_void_p) != 8:
+        return None
+    data_at = sys.getsizeof("") - 1  # the header of a compact ASCII string, and its closing NUL
+    ascii_text, other_text = "".join(["spanning", "-probe"]), "".join(["spanning", "-\u00e9"])  # new objects
+    for text, state in ((ascii_text, 0x60), (other_text, 0x20)):
+        address = id(text)
+        if (ctypes.c_int64.from_address(address + 8).value != id(str)
+                or ctypes.c_int64.from_address(address + 16).value != len(text)
+                or ctypes.c_uint8.from_address(address + 32).value & 0x60 != state):  # fmt: skip
+            return None
+    if ctypes.string_at(id(ascii_text) + data_at, len(ascii_text)) != ascii_text.encode():
+        return None
+    return id(str), data_at
+
+
 def _warm_up_calls(every: bool) -> dict[str, list]:
     """Each kernel's calls, by name, for the types the paths call it with (see ``warm_up``)."""
     ints, floats, flags = np.zeros(1, np.int64), np.zeros(1, np.float64), np.ones(1, np.bool_)
@@ -421,6 +534,7 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
         "key_extremes": [lambda c=c: key_extremes(ints, c, ints.copy(), True) for c in codes_of],
         "chunk_runs": [lambda c=c: chunk_runs(ints, ints, c, ints, ints, ints, 1, 0, 1, 0) for c in codes_of],
         "first_rows": [lambda: first_rows(ints, 1)],
+        "text_neighbours_differ": [lambda: text_neighbours_differ(ints, 0, 0)],
     }  # fmt: skip
 
 
@@ -428,7 +542,8 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
 # (the mean of two runs, 2026-11-28; 23-24 s in all); they only balance the shares of workers compiling together
 COMPILE_SECONDS = {"run_cells": 6.8, "run_extremes": 6.3, "dense_codes": 2.8, "run_occupancy": 1.9, "run_counts": 1.3,
                    "chunk_runs": 1.2, "event_runs": 1.0, "run_sums_float": 0.9, "run_sums_int": 0.3,
-                   "key_extremes": 0.3, "run_windows": 0.3, "first_rows": 0.2}  # fmt: skip
+                   "key_extremes": 0.3, "run_windows": 0.3, "first_rows": 0.2,
+                   "text_neighbours_differ": 0.7}  # fmt: skip
 
 
 def warm_up_shares(parts: int) -> list[list[str]]:
