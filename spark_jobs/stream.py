@@ -192,7 +192,9 @@ def local_parquet_text(cfg: RunConfig, fmt: str) -> Callable[[str], Any] | None:
         files, columns = columns_of_files()
         if name not in columns:  # e.g. a partition column
             return None
-        return pa.chunked_array([pq.read_table(path, columns=[name]).column(0) for path in files])
+        # ParquetFile, not read_table: read_table's dataset layer cost about 50 ms per file here (6 files of 100k
+        # rows, one column: 0.30-0.32 s against 0.016-0.048 s, 2026-11-28)
+        return pa.chunked_array([pq.ParquetFile(path).read(columns=[name]).column(0) for path in files])
 
     return column_text
 
