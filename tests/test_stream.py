@@ -49,7 +49,7 @@ def by_end(frame: pd.DataFrame, pieces: int) -> list[pd.DataFrame]:
     """The sample cut into ``pieces`` files by end time (unparseable ends last), so that files arrive in order."""
     ends = pd.to_datetime(frame["end"], errors="coerce")
     ordered = frame.assign(_e=ends).sort_values("_e", kind="stable", na_position="last").drop(columns="_e")
-    return [part for part in np.array_split(ordered, pieces)]
+    return [ordered.iloc[rows] for rows in np.array_split(np.arange(len(ordered)), pieces)]
 
 
 def seconds(column: pd.Series) -> pd.Series:
