@@ -600,9 +600,65 @@ def test_neighbouring_keys_compared_in_memory_as_python_compares_them(values, sh
     with pytest.MonkeyPatch.context() as patch:
         if not compiled:
             patch.setattr(inputs, "text_layout", lambda: None)
-        if shared:
+        if shared:  # three shares, whatever this machine's cores
             patch.setattr(inputs, "SHARED_FROM", 1)
+            patch.setattr(inputs, "_cores", lambda: 3)
         assert inputs._neighbours_differ(column).tolist() == expected
+        assert inputs._neighbours_differ(column[::-1]).tolist() == expected[::-1]  # strided columns, copied first
+        assert inputs._neighbours_differ(column[::2]).tolist() == [
+            a is not b and bool(a != b) for a, b in zip(column[:-2:2], column[2::2], strict=True)]
+
+
+def test_a_key_column_that_is_a_strided_view_is_read_as_its_own_values():
+    # A frame made from a 2-D object array holds each column as a strided view of it. key_runs once read such a
+    # column's pointers as if they were in a row, i.e. other columns' objects: here "kind" repeats "cell", so the
+    # first 100 pointers are the first 50 rows' cells twice over, and every row went to cell-a. By the definition:
+    # 50 calls of each cell, all inside the one window [0, 1000).
+    cells = ["cell-a"] * 50 + ["cell-b"] * 50
+    frame = pd.DataFrame(np.array([[c, c] for c in cells], dtype=object), columns=["cell", "kind"])
+    assert frame["cell"].to_numpy().strides != (8,)  # the case: not a contiguous column
+    frame["start"] = np.arange(100) * 10
+    frame["end"] = frame["start"] + 5
+    out = spanning.aggregate(frame, 1000, 1000, 10_000, aggregates={"n": "count"}, key="cell")
+    assert out[out["n"] > 0][["cell", "window_start", "n"]].values.tolist() == [["cell-a", 0, 50], ["cell-b", 0, 50]]
+
+
+def test_the_compiled_comparison_decides_ascii_text_and_leaves_the_rest():
+    # text_neighbours_differ's own answers (a kernel that left every pair to Python would pass the property above):
+    # 0 the same key, 1 different texts, 2 left to Python
+    import sys
+
+    from spanning.kernels.compiled import text_layout, text_neighbours_differ
+
+    def fresh(text):
+        return "".join(list(text)) if text else "".join([])
+
+    interned = sys.intern("cell-" + "7")
+    cases = [  # a list, not a dict: equal keys (np.str_ and str) would be one entry
+        (fresh("cell-1"), fresh("cell-1"), 0),  # two objects, one text
+        (fresh(""), fresh(""), 0),
+        (fresh("a" * 100), fresh("a" * 100), 0),  # long: word by word
+        (interned, fresh("cell-7"), 0),  # the interned bits of the state differ, the text does not
+        (fresh("cell-1"), fresh("cell-12"), 1),  # lengths
+        (fresh("a" * 8 + "b"), fresh("a" * 8 + "c"), 1),  # the words agree, the last byte does not
+        (fresh("a" * 15 + "b"), fresh("a" * 15 + "c"), 1),
+        (fresh("a" * 99 + "b"), fresh("a" * 99 + "c"), 1),
+        (fresh("b" + "a" * 99), fresh("c" + "a" * 99), 1),
+        (fresh("cell-1"), np.str_("cell-1"), 2),  # not str itself
+        (fresh("cell-1"), Text("cell-1"), 2),
+        (fresh("cell-1"), None, 2),
+        (fresh("c\u00e9ll"), fresh("c\u00e9ll"), 2),  # compact, not ASCII
+        (fresh("cell"), fresh("c\u00e9ll"), 2),
+        (fresh("cell-1"), 1, 2),
+    ]
+    layout = text_layout()
+    assert layout is not None
+    for a, b, code in cases:
+        pair = np.array([id(a), id(b)], np.int64)  # a and b held by ``cases`` while the kernel reads them
+        assert text_neighbours_differ(pair, *layout).tolist() == [code], (a, b)
+    same = fresh("cell-1")
+    assert text_neighbours_differ(np.array([id(same), id(same)], np.int64), *layout).tolist() == [0]
+    assert text_neighbours_differ(np.array([0, id(same), 0], np.int64), *layout).tolist() == [2, 2]  # null pointers
 
 
 def test_row_built_text_keys_are_compared_in_memory_in_shares():
@@ -615,4 +671,16 @@ def test_row_built_text_keys_are_compared_in_memory_in_shares():
     column = np.array(keys, dtype=str).astype(object)  # one str object per row
     column[rng.integers(0, len(column), 50)] = None
     assert len(column) >= 2 * inputs.SHARED_FROM
-    assert inputs._neighbours_differ(column).tolist() == (column[1:] != column[:-1]).tolist()
+    expected = (column[1:] != column[:-1]).tolist()
+    assert inputs._neighbours_differ(column).tolist() == expected
+    for cores in (1, 2, 3):  # one share, and shares over threads, whatever this machine's cores
+        assert inputs._text_pairs(_addresses(column), inputs.text_layout(), cores).tolist() == [
+            0 if a is b else 2 if a is None or b is None else int(a != b)
+            for a, b in zip(column[:-1], column[1:], strict=True)]  # fmt: skip
+
+
+def _addresses(column):
+    """The object pointers of a contiguous object array, as int64 (read while ``column`` holds them)."""
+    import ctypes
+
+    return np.ctypeslib.as_array((ctypes.c_ssize_t * len(column)).from_address(column.ctypes.data)).view(np.int64)

@@ -46,6 +46,8 @@ __all__ = [
     "read_events",
 ]
 
+SHARED_FROM = 200_000  # objects from which key_runs' comparison is shared among the cores (reading memory is its cost)
+
 
 class FrameEvents(NamedTuple):
     """The input rows as the engines take them."""
@@ -271,6 +273,7 @@ def _neighbours_differ(values: np.ndarray) -> np.ndarray:
     """
     if values.dtype != object or len(values) < 2:
         return values[1:] != values[:-1]
+    values = np.ascontiguousarray(values)  # a column of a 2-D object block is strided: its pointers are not in a row
     addresses = np.ctypeslib.as_array((ctypes.c_ssize_t * len(values)).from_address(values.ctypes.data))
     layout = text_layout()
     if layout is not None:
@@ -283,22 +286,28 @@ def _neighbours_differ(values: np.ndarray) -> np.ndarray:
     return differ
 
 
-SHARED_FROM = 200_000  # objects from which the comparison is shared among the cores (reading memory is its cost)
-
-
-def _text_pairs(addresses: np.ndarray, layout: tuple[int, int]) -> np.ndarray:
-    """``text_neighbours_differ`` over the cores: each thread (the kernel releases the GIL) a share of the pairs."""
-    shares = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1, len(addresses) // SHARED_FROM)
+def _text_pairs(addresses: np.ndarray, layout: tuple[int, int], cores: int | None = None) -> np.ndarray:
+    """``text_neighbours_differ`` over ``cores`` (default: this process's): each thread a share of the pairs (the
+    kernel releases the GIL), from ``SHARED_FROM`` objects on."""
+    shares = min(cores or _cores(), len(addresses) // SHARED_FROM)
     if shares < 2:
         return text_neighbours_differ(addresses, *layout)
     bounds = np.linspace(0, len(addresses) - 1, shares + 1).astype(np.int64)  # share k: bounds[k] .. bounds[k+1]-1
-    pool = _comparison_threads(shares - 1, os.getpid())  # a forked child starts its own threads
+    pool = _comparison_threads(os.getpid())  # a forked child starts threads of its own
     others = [pool.submit(text_neighbours_differ, addresses[lo : hi + 1], *layout)
               for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]  # fmt: skip
-    first = text_neighbours_differ(addresses[: bounds[1] + 1], *layout)
-    return np.concatenate([first, *(share.result() for share in others)])
+    try:
+        first = text_neighbours_differ(addresses[: bounds[1] + 1], *layout)
+        return np.concatenate([first, *(share.result() for share in others)])
+    finally:  # also when interrupted: no thread may read the objects after the caller lets them go
+        concurrent.futures.wait(others)
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @functools.cache
-def _comparison_threads(threads: int, process: int) -> concurrent.futures.ThreadPoolExecutor:
-    return concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="spanning-keys")
+def _comparison_threads(pid: int) -> concurrent.futures.ThreadPoolExecutor:
+    """The threads that take the shares after the first (one per other core), of the process ``pid``."""
+    return concurrent.futures.ThreadPoolExecutor(max(_cores() - 1, 1), thread_name_prefix="spanning-keys")

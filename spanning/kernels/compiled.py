@@ -68,6 +68,9 @@ __all__ = [
 CACHED = os.path.isfile(__file__)  # a real file to cache beside; not inside a zip on an executor's path
 _compile = numba.njit(cache=CACHED, nogil=True, error_model="numpy")
 SHORT_RUN = 4  # run_occupancy adds runs of up to this many windows window by window (measured there)
+# where text_neighbours_differ reads a str (CPython's layout, checked by text_layout): its type, its length, its
+# state byte, and the state's compact and ASCII bits
+TYPE_AT, LENGTH_AT, STATE_AT, COMPACT_ASCII, COMPACT = 8, 16, 32, 0x60, 0x20
 # objects whose first line text_neighbours_differ asks the memory for ahead of reading them: 1M row-built keys
 # took 22-25 ms at 16, 43-61 ms at 32 and 64, 59-68 ms with none (2026-11-28, one process)
 READ_AHEAD = 16
@@ -455,30 +458,32 @@ def text_neighbours_differ(addresses, text_type, data_at):
 
     Two objects at one address are one key. Two compact ASCII strings (CPython's layout, ``text_layout``: the
     type, the length, the state's compact and ASCII bits, the bytes from ``data_at``) are equal exactly when their
-    lengths and bytes are. The caller keeps the objects alive while this runs.
+    lengths and bytes are. The caller keeps the objects alive while this runs; a null pointer (numpy reads it as
+    None) is left undecided.
     """
     n = len(addresses)
     out = np.zeros(max(n - 1, 0), np.int8)
     for i in range(min(READ_AHEAD, n)):
-        _read_ahead(addresses[i] + 8)
+        _read_ahead(addresses[i] + TYPE_AT)
     for i in range(n - 1):
         if i + READ_AHEAD < n:
-            _read_ahead(addresses[i + READ_AHEAD] + 8)
+            _read_ahead(addresses[i + READ_AHEAD] + TYPE_AT)
         a, b = addresses[i], addresses[i + 1]
         if a == b:
             continue
-        if _word_at(a + 8) != text_type or _word_at(b + 8) != text_type:
+        if a == 0 or b == 0 or _word_at(a + TYPE_AT) != text_type or _word_at(b + TYPE_AT) != text_type:
             out[i] = 2
             continue
-        if _byte_at(a + 32) & 0x60 != 0x60 or _byte_at(b + 32) & 0x60 != 0x60:  # compact and ASCII
+        if (_byte_at(a + STATE_AT) & COMPACT_ASCII != COMPACT_ASCII
+                or _byte_at(b + STATE_AT) & COMPACT_ASCII != COMPACT_ASCII):  # fmt: skip
             out[i] = 2
             continue
-        length = _word_at(a + 16)
-        if length != _word_at(b + 16):
+        length = _word_at(a + LENGTH_AT)
+        if length != _word_at(b + LENGTH_AT):
             out[i] = 1
             continue
         j = 0
-        while j + 8 <= length:
+        while j + 8 <= length:  # word by word, then the last bytes: never past the string's closing NUL
             if _word_at(a + data_at + j) != _word_at(b + data_at + j):
                 out[i] = 1
                 break
@@ -494,19 +499,24 @@ def text_neighbours_differ(addresses, text_type, data_at):
 
 @functools.cache
 def text_layout() -> tuple[int, int] | None:
-    """``text_neighbours_differ``'s ``(text_type, data_at)`` where this interpreter lays out strings as it reads
-    them (CPython 3.11-3.13 on a little-endian machine: the type at byte 8, the length at 16, the state at 32 with
-    compact = 0x20 and ASCII = 0x40, a compact ASCII string's bytes right after its header), checked on two probe
-    strings; None elsewhere (then every pair is compared by Python)."""
+    """``text_neighbours_differ``'s ``(text_type, data_at)`` where this interpreter lays out strings as that kernel
+    reads them, else None (then Python compares every pair the addresses do not settle).
+
+    The layout read: a 64-bit little-endian CPython whose object header puts the type at byte ``TYPE_AT``, a
+    string's length at ``LENGTH_AT`` and its state at ``STATE_AT`` (``COMPACT_ASCII`` set for compact ASCII, only
+    ``COMPACT`` of the two for other compact text), and a compact ASCII string's bytes right after its header. That
+    is CPython 3.11-3.13's; any version is taken whose two probe strings read so, and none other (a free-threaded or
+    trace-refs build moves the type, and fails the probe).
+    """
     if sys.implementation.name != "cpython" or sys.byteorder != "little" or ctypes.sizeof(ctypes.c_void_p) != 8:
         return None
     data_at = sys.getsizeof("") - 1  # the header of a compact ASCII string, and its closing NUL
     ascii_text, other_text = "".join(["spanning", "-probe"]), "".join(["spanning", "-\u00e9"])  # new objects
-    for text, state in ((ascii_text, 0x60), (other_text, 0x20)):
+    for text, state in ((ascii_text, COMPACT_ASCII), (other_text, COMPACT)):
         address = id(text)
-        if (ctypes.c_int64.from_address(address + 8).value != id(str)
-                or ctypes.c_int64.from_address(address + 16).value != len(text)
-                or ctypes.c_uint8.from_address(address + 32).value & 0x60 != state):  # fmt: skip
+        if (ctypes.c_int64.from_address(address + TYPE_AT).value != id(str)
+                or ctypes.c_int64.from_address(address + LENGTH_AT).value != len(text)
+                or ctypes.c_uint8.from_address(address + STATE_AT).value & COMPACT_ASCII != state):  # fmt: skip
             return None
     if ctypes.string_at(id(ascii_text) + data_at, len(ascii_text)) != ascii_text.encode():
         return None
