@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spanning.engines.engine import build_aggregates
 from spanning.engines.open_windows import OpenWindows, StateFormatError
+from spanning.kernels import threads
 from spanning.kernels.windows import WindowSpec
 from tests.budget import examples
 from tests.oracle import oracle
@@ -68,9 +70,16 @@ def run_stream(batches, spec, aggregates, shuffle_seed, series_start=None):
     cuts=st.lists(st.integers(0, 60), max_size=8),
     shuffle_seed=st.integers(0, 1000),
     explicit_start=st.booleans(),
+    shared=st.booleans(),
 )
-def test_micro_batched_stream_equals_oracle(spec, events, cuts, shuffle_seed, explicit_start):
-    assert_stream_equals_oracle(spec, events, cuts, shuffle_seed, explicit_start, ALL_AGGREGATES)
+def test_micro_batched_stream_equals_oracle(spec, events, cuts, shuffle_seed, explicit_start, shared):
+    # ``shared``: each batch's runs and extremes cut into three shares over threads (spanning.kernels.threads),
+    # from one row on, whatever this machine's cores
+    with pytest.MonkeyPatch.context() as patch:
+        if shared:
+            patch.setattr(threads, "SHARED_FROM", 1)
+            patch.setattr(threads, "available_cores", lambda: 3)
+        assert_stream_equals_oracle(spec, events, cuts, shuffle_seed, explicit_start, ALL_AGGREGATES)
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,6 +13,7 @@ streaming job carries every key (``spanning.engines.open_windows``).
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -21,6 +22,7 @@ import pandas as pd
 
 from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns
 from spanning.aggregates.columns import EventSpans, no_columns
+from spanning.kernels import threads
 from spanning.kernels.compiled import chunk_runs, key_extremes
 from spanning.kernels.ranges import runs_within
 from spanning.kernels.windows import WindowSpec
@@ -143,8 +145,8 @@ def reduce_chunk(
         start_clock[g] = carried.clock
         k0[g] = carried.k0
         range_from[g] = carried.first_open
-    final_clock = start_clock.copy()
-    key_extremes(ends, groups, final_clock, True)
+    bounds, share_clocks = _shares_and_clocks(ends, groups, start_clock)
+    final_clock = share_clocks[-1]
     k_last = (final_clock - o - 1) // s  # last window starting before the clock
     n_windows = np.maximum(k_last - range_from + 1, 0)
     base = np.cumsum(n_windows) - n_windows  # where each key's windows begin in the chunk's arrays
@@ -153,8 +155,8 @@ def reduce_chunk(
     # each event's run of windows: overlapping, open when it arrives (not released by the clock, nor held
     # back by a flush: range_from), in the series (range_from >= k0); shifted to its key's cells
     shift = base - range_from
-    rows, run_first, run_last, late_rows, missed = chunk_runs(
-        starts, ends, groups, start_clock, range_from, shift, s, o, spec.range, spec.ttp)
+    rows, run_first, run_last, late_rows, missed = _runs_in_shares(
+        starts, ends, groups, bounds, share_clocks, range_from, shift, (s, o, spec.range, spec.ttp))
     active_cols = cols
     if any(agg.capabilities.per_window for agg in aggregates):  # the time inside windows: the events' spans
         spans = EventSpans(starts, ends, np.broadcast_to(_spread(shift, groups), starts.shape), spec.range, s, o)
@@ -218,6 +220,38 @@ def reduce_chunk(
         group_of_window, k = group_of_window[released], k[released]
     window_start = k * s + o
     return ChunkResult(group_of_window, window_start, window_start + spec.range, values, late_rows, missed, kept)
+
+
+def _shares_and_clocks(ends: np.ndarray, groups: np.ndarray, start_clock: np.ndarray) -> tuple[np.ndarray, list]:
+    """The chunk's rows cut into ``threads.shares`` (bounds), and each key's clock τ at each share's start and at
+    the chunk's end: the largest end of its events before (Suzanne et al., §3.1), one pass over the rows."""
+    bounds = np.linspace(0, len(ends), threads.shares(len(ends)) + 1).astype(np.int64)
+    clocks = [start_clock]
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        clock = clocks[-1].copy()
+        key_extremes(ends[lo:hi], groups[lo:hi], clock, True)
+        clocks.append(clock)
+    return bounds, clocks
+
+
+def _runs_in_shares(starts, ends, groups, bounds, clocks, range_from, shift, window) -> tuple:
+    """``chunk_runs`` over the shares of ``bounds``, each from its keys' clocks at its start, the shares after the
+    first in threads; their events' rows and runs joined in order, as one pass over the chunk gives them."""
+
+    def share(k: int) -> tuple:
+        lo, hi = bounds[k], bounds[k + 1]
+        rows, run_first, run_last, late_rows, missed = chunk_runs(
+            starts[lo:hi], ends[lo:hi], groups[lo:hi], clocks[k], range_from, shift, *window)
+        return rows + lo, run_first, run_last, late_rows + lo, missed
+
+    if len(bounds) <= 2:
+        return chunk_runs(starts, ends, groups, clocks[0], range_from, shift, *window)
+    others = [threads.other_cores().submit(share, k) for k in range(1, len(bounds) - 1)]
+    try:
+        parts = [share(0), *(other.result() for other in others)]
+    finally:  # the threads done before the caller's arrays may go
+        concurrent.futures.wait(others)
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 
 def _with_values(array: np.ndarray, positions: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
-import functools
-import os
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -31,6 +29,7 @@ from spanning.engines.reader import (
     time_kind_of,
     time_kinds,
 )
+from spanning.kernels import threads
 from spanning.kernels.compiled import key_extremes, text_layout, text_neighbours_differ
 from spanning.kernels.windows import as_chronon, event_ends
 
@@ -45,8 +44,6 @@ __all__ = [
     "key_runs",
     "read_events",
 ]
-
-SHARED_FROM = 200_000  # objects from which key_runs' comparison is shared among the cores (reading memory is its cost)
 
 
 class FrameEvents(NamedTuple):
@@ -287,27 +284,15 @@ def _neighbours_differ(values: np.ndarray) -> np.ndarray:
 
 
 def _text_pairs(addresses: np.ndarray, layout: tuple[int, int], cores: int | None = None) -> np.ndarray:
-    """``text_neighbours_differ`` over ``cores`` (default: this process's): each thread a share of the pairs (the
-    kernel releases the GIL), from ``SHARED_FROM`` objects on."""
-    shares = min(cores or _cores(), len(addresses) // SHARED_FROM)
-    if shares < 2:
+    """``text_neighbours_differ`` over ``cores`` (``threads.shares``): each thread a share of the pairs."""
+    count = threads.shares(len(addresses), cores)
+    if count < 2:
         return text_neighbours_differ(addresses, *layout)
-    bounds = np.linspace(0, len(addresses) - 1, shares + 1).astype(np.int64)  # share k: bounds[k] .. bounds[k+1]-1
-    pool = _comparison_threads(os.getpid())  # a forked child starts threads of its own
-    others = [pool.submit(text_neighbours_differ, addresses[lo : hi + 1], *layout)
+    bounds = np.linspace(0, len(addresses) - 1, count + 1).astype(np.int64)  # share k: bounds[k] .. bounds[k+1]-1
+    others = [threads.other_cores().submit(text_neighbours_differ, addresses[lo : hi + 1], *layout)
               for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]  # fmt: skip
     try:
         first = text_neighbours_differ(addresses[: bounds[1] + 1], *layout)
         return np.concatenate([first, *(share.result() for share in others)])
     finally:  # also when interrupted: no thread may read the objects after the caller lets them go
         concurrent.futures.wait(others)
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-@functools.cache
-def _comparison_threads(pid: int) -> concurrent.futures.ThreadPoolExecutor:
-    """The threads that take the shares after the first (one per other core), of the process ``pid``."""
-    return concurrent.futures.ThreadPoolExecutor(max(_cores() - 1, 1), thread_name_prefix="spanning-keys")

@@ -15,9 +15,11 @@ no Python loop over events or windows.
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import numpy as np
 
-from spanning.kernels import compiled
+from spanning.kernels import compiled, threads
 
 __all__ = [
     "range_count", "range_sum_int", "range_sum_float", "explode", "window_occupancy", "range_max", "range_min",
@@ -131,9 +133,25 @@ def extreme_sentinel(dtype: np.dtype, largest: bool) -> np.generic:
 
 
 def _range_extreme(first, last, n_windows, values, sentinel, largest: bool) -> np.ndarray:
+    """``compiled.run_extremes``, its events cut into ``threads.shares``: each share's max (min) per window over
+    its own events, in threads, then the max (min) of the shares' (no NaN is ever kept by the kernel)."""
     values = np.ascontiguousarray(values)
-    return compiled.run_extremes(_positions(first), _positions(last), n_windows, values,
-                                 values.dtype.type(sentinel), largest)  # fmt: skip
+    first, last, sentinel = _positions(first), _positions(last), values.dtype.type(sentinel)
+    count = threads.shares(len(values))
+    if count < 2:
+        return compiled.run_extremes(first, last, n_windows, values, sentinel, largest)
+    bounds = np.linspace(0, len(values), count + 1).astype(np.int64)
+    others = [threads.other_cores().submit(compiled.run_extremes, first[lo:hi], last[lo:hi], n_windows,
+                                           values[lo:hi], sentinel, largest)
+              for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]  # fmt: skip
+    try:
+        best = compiled.run_extremes(first[: bounds[1]], last[: bounds[1]], n_windows, values[: bounds[1]],
+                                     sentinel, largest)  # fmt: skip
+        for share in others:
+            (np.maximum if largest else np.minimum)(best, share.result(), out=best)
+        return best
+    finally:  # the threads done before the caller's arrays may go
+        concurrent.futures.wait(others)
 
 
 def union_runs(ids: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
