@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import spanning
 from spanning.engines.engine import build_aggregates
 from spanning.engines.streams import SortedEngineStream, SortedStreamAggregator
+from spanning.kernels import threads
 from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import assert_same_windows, frame_windows
@@ -601,8 +602,8 @@ def test_neighbouring_keys_compared_in_memory_as_python_compares_them(values, sh
         if not compiled:
             patch.setattr(inputs, "text_layout", lambda: None)
         if shared:  # three shares, whatever this machine's cores
-            patch.setattr(inputs, "SHARED_FROM", 1)
-            patch.setattr(inputs, "_cores", lambda: 3)
+            patch.setattr(threads, "SHARED_FROM", 1)
+            patch.setattr(threads, "available_cores", lambda: 3)
         assert inputs._neighbours_differ(column).tolist() == expected
         assert inputs._neighbours_differ(column[::-1]).tolist() == expected[::-1]  # strided columns, copied first
         assert inputs._neighbours_differ(column[::2]).tolist() == [
@@ -670,7 +671,7 @@ def test_row_built_text_keys_are_compared_in_memory_in_shares():
     keys = np.repeat([f"cell-{k}" * (1 + k % 3) for k in range(300)], rng.integers(1, 4000, 300))[:600_000]
     column = np.array(keys, dtype=str).astype(object)  # one str object per row
     column[rng.integers(0, len(column), 50)] = None
-    assert len(column) >= 2 * inputs.SHARED_FROM
+    assert len(column) >= 2 * threads.SHARED_FROM
     expected = (column[1:] != column[:-1]).tolist()
     assert inputs._neighbours_differ(column).tolist() == expected
     for cores in (1, 2, 3):  # one share, and shares over threads, whatever this machine's cores
