@@ -133,25 +133,33 @@ def extreme_sentinel(dtype: np.dtype, largest: bool) -> np.generic:
 
 
 def _range_extreme(first, last, n_windows, values, sentinel, largest: bool) -> np.ndarray:
-    """``compiled.run_extremes``, its events cut into ``threads.shares``: each share's max (min) per window over
-    its own events, in threads, then the max (min) of the shares' (no NaN is ever kept by the kernel)."""
+    """``compiled.run_extremes``, its events cut into ``threads.shares``: each share's max (min) over the band of
+    windows its own runs reach, in threads, then each window's from the shares in event order, the earlier kept
+    on a tie (as one pass keeps it: -0.0 before 0.0 stays -0.0). The kernel never keeps a NaN."""
     values = np.ascontiguousarray(values)
     first, last, sentinel = _positions(first), _positions(last), values.dtype.type(sentinel)
     count = threads.shares(len(values))
     if count < 2:
         return compiled.run_extremes(first, last, n_windows, values, sentinel, largest)
     bounds = np.linspace(0, len(values), count + 1).astype(np.int64)
-    others = [threads.other_cores().submit(compiled.run_extremes, first[lo:hi], last[lo:hi], n_windows,
-                                           values[lo:hi], sentinel, largest)
-              for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]  # fmt: skip
+
+    def share(lo: int, hi: int) -> tuple[int, np.ndarray]:  # the share's band of windows, from its lowest one
+        low = int(first[lo:hi].min())
+        band = int(last[lo:hi].max()) - low + 1
+        return low, compiled.run_extremes(first[lo:hi] - low, last[lo:hi] - low, band, values[lo:hi], sentinel,
+                                          largest)  # fmt: skip
+
+    others = [threads.other_cores().submit(share, lo, hi) for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]
     try:
-        best = compiled.run_extremes(first[: bounds[1]], last[: bounds[1]], n_windows, values[: bounds[1]],
-                                     sentinel, largest)  # fmt: skip
-        for share in others:
-            (np.maximum if largest else np.minimum)(best, share.result(), out=best)
-        return best
+        parts = [share(bounds[0], bounds[1]), *(other.result() for other in others)]
     finally:  # the threads done before the caller's arrays may go
         concurrent.futures.wait(others)
+    best = np.full(n_windows, sentinel, values.dtype)
+    for low, part in parts:
+        held = best[low : low + len(part)]
+        better = part > held if largest else part < held  # strictly: the earlier share wins a tie
+        held[better] = part[better]
+    return best
 
 
 def union_runs(ids: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -2,7 +2,11 @@
 
 Where a call runs alone (``spanning.aggregate`` in a user's process, the stream's driver between triggers), a core
 would otherwise idle while one thread reads 1M rows. A Spark task has its one core (``spark.task.cpus``): there,
-and for fewer than ``SHARED_FROM`` rows, the work is not shared.
+and for fewer than ``SHARED_FROM`` rows, the work is not shared. ``$SPANNING_THREADS`` caps the threads a call
+uses (1: none), for processes that share a machine's cores otherwise (a multiprocessing pool, say).
+
+A share runs compiled kernels only: it must not hand work to ``other_cores`` itself (it could wait on a thread
+that waits on it).
 
 >>> shares(10)
 1
@@ -22,16 +26,23 @@ SHARED_FROM = 200_000
 
 
 def shares(rows: int, cores: int | None = None) -> int:
-    """Into how many shares ``rows`` rows of work are cut: one per core (``cores``, default this process's), from
-    ``SHARED_FROM`` rows per share on; 1 inside a Spark task."""
+    """Into how many shares ``rows`` rows of work are cut: one per core (``cores``, default this process's, at most
+    ``$SPANNING_THREADS``), from ``SHARED_FROM`` rows per share on; 1 inside a Spark task."""
     if _in_spark_task():
         return 1
     return max(1, min(cores or available_cores(), rows // SHARED_FROM))
 
 
 def available_cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """The cores this process may run on, at most ``$SPANNING_THREADS`` when that is set."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cap = os.environ.get("SPANNING_THREADS", "").strip()
+    if cap:
+        try:
+            cores = min(cores, max(1, int(cap)))
+        except ValueError:
+            raise ValueError(f"SPANNING_THREADS must be a whole number of threads, got {cap!r}") from None
+    return cores
 
 
 def other_cores() -> concurrent.futures.ThreadPoolExecutor:
