@@ -88,3 +88,24 @@ def test_shares_keep_the_earlier_of_two_equal_extremes_as_one_pass_does(monkeypa
     assert np.signbit(got[0])  # the first event's -0.0, as the kernel's loop keeps it, not the later share's 0.0
     got = ranges._range_extreme(first, last, 1, np.array([0.0, -0.0]), np.inf, False)
     assert not np.signbit(got[0])
+
+
+def test_shares_run_in_order_and_all_finish_before_a_failure_is_raised(monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(threads, "available_cores", lambda: 3)
+    assert threads.bounds(10, 3).tolist() == [0, 3, 6, 10]
+    assert threads.in_shares(lambda k: k * k, 4) == [0, 1, 4, 9]
+    finished = []
+
+    def work(k):
+        if k == 0:
+            raise RuntimeError("share 0 failed")
+        time.sleep(0.05)
+        finished.append((k, threading.current_thread().name.startswith("spanning-share")))
+        return k
+
+    with pytest.raises(RuntimeError, match="share 0 failed"):
+        threads.in_shares(work, 3)
+    assert sorted(finished) == [(1, True), (2, True)]  # the other shares ran on the pool, and were waited for

@@ -13,7 +13,6 @@ streaming job carries every key (``spanning.engines.open_windows``).
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -225,18 +224,20 @@ def reduce_chunk(
 def _shares_and_clocks(ends: np.ndarray, groups: np.ndarray, start_clock: np.ndarray) -> tuple[np.ndarray, list]:
     """The chunk's rows cut into ``threads.shares`` (bounds), and each key's clock τ at each share's start and at
     the chunk's end: the largest end of its events before (Suzanne et al., §3.1), one pass over the rows."""
-    bounds = np.linspace(0, len(ends), threads.shares(len(ends)) + 1).astype(np.int64)
+    cut = threads.bounds(len(ends), threads.shares(len(ends)))
     clocks = [start_clock]
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+    for lo, hi in zip(cut[:-1], cut[1:], strict=True):
         clock = clocks[-1].copy()
         key_extremes(ends[lo:hi], groups[lo:hi], clock, True)
         clocks.append(clock)
-    return bounds, clocks
+    return cut, clocks
 
 
 def _runs_in_shares(starts, ends, groups, bounds, clocks, range_from, shift, window) -> tuple:
     """``chunk_runs`` over the shares of ``bounds``, each from its keys' clocks at its start, the shares after the
     first in threads; their events' rows and runs joined in order, as one pass over the chunk gives them."""
+    if len(bounds) <= 2:
+        return chunk_runs(starts, ends, groups, clocks[0], range_from, shift, *window)
 
     def share(k: int) -> tuple:
         lo, hi = bounds[k], bounds[k + 1]
@@ -244,13 +245,7 @@ def _runs_in_shares(starts, ends, groups, bounds, clocks, range_from, shift, win
             starts[lo:hi], ends[lo:hi], groups[lo:hi], clocks[k], range_from, shift, *window)
         return rows + lo, run_first, run_last, late_rows + lo, missed
 
-    if len(bounds) <= 2:
-        return chunk_runs(starts, ends, groups, clocks[0], range_from, shift, *window)
-    others = [threads.other_cores().submit(share, k) for k in range(1, len(bounds) - 1)]
-    try:
-        parts = [share(0), *(other.result() for other in others)]
-    finally:  # the threads done before the caller's arrays may go
-        concurrent.futures.wait(others)
+    parts = threads.in_shares(share, len(bounds) - 1)
     return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 

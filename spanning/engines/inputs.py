@@ -7,7 +7,6 @@ series start of each key (docs/SEMANTICS.md §8), with a clear error for unusabl
 
 from __future__ import annotations
 
-import concurrent.futures
 import ctypes
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -288,11 +287,9 @@ def _text_pairs(addresses: np.ndarray, layout: tuple[int, int], cores: int | Non
     count = threads.shares(len(addresses), cores)
     if count < 2:
         return text_neighbours_differ(addresses, *layout)
-    bounds = np.linspace(0, len(addresses) - 1, count + 1).astype(np.int64)  # share k: bounds[k] .. bounds[k+1]-1
-    others = [threads.other_cores().submit(text_neighbours_differ, addresses[lo : hi + 1], *layout)
-              for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]  # fmt: skip
-    try:
-        first = text_neighbours_differ(addresses[: bounds[1] + 1], *layout)
-        return np.concatenate([first, *(share.result() for share in others)])
-    finally:  # also when interrupted: no thread may read the objects after the caller lets them go
-        concurrent.futures.wait(others)
+    cut = threads.bounds(len(addresses) - 1, count)  # share k: the pairs cut[k] .. cut[k+1]-1
+
+    def share(k: int) -> np.ndarray:
+        return text_neighbours_differ(addresses[cut[k] : cut[k + 1] + 1], *layout)
+
+    return np.concatenate(threads.in_shares(share, count))

@@ -15,8 +15,6 @@ no Python loop over events or windows.
 
 from __future__ import annotations
 
-import concurrent.futures
-
 import numpy as np
 
 from spanning.kernels import compiled, threads
@@ -141,19 +139,16 @@ def _range_extreme(first, last, n_windows, values, sentinel, largest: bool) -> n
     count = threads.shares(len(values))
     if count < 2:
         return compiled.run_extremes(first, last, n_windows, values, sentinel, largest)
-    bounds = np.linspace(0, len(values), count + 1).astype(np.int64)
+    cut = threads.bounds(len(values), count)
 
-    def share(lo: int, hi: int) -> tuple[int, np.ndarray]:  # the share's band of windows, from its lowest one
+    def share(k: int) -> tuple[int, np.ndarray]:  # the share's band of windows, from its lowest one
+        lo, hi = cut[k], cut[k + 1]
         low = int(first[lo:hi].min())
         band = int(last[lo:hi].max()) - low + 1
         return low, compiled.run_extremes(first[lo:hi] - low, last[lo:hi] - low, band, values[lo:hi], sentinel,
                                           largest)  # fmt: skip
 
-    others = [threads.other_cores().submit(share, lo, hi) for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]
-    try:
-        parts = [share(bounds[0], bounds[1]), *(other.result() for other in others)]
-    finally:  # the threads done before the caller's arrays may go
-        concurrent.futures.wait(others)
+    parts = threads.in_shares(share, count)
     best = np.full(n_windows, sentinel, values.dtype)
     for low, part in parts:
         held = best[low : low + len(part)]

@@ -18,8 +18,14 @@ import concurrent.futures
 import functools
 import os
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
-__all__ = ["SHARED_FROM", "shares", "other_cores"]
+import numpy as np
+
+__all__ = ["SHARED_FROM", "bounds", "in_shares", "other_cores", "shares"]
+
+Result = TypeVar("Result")
 
 # rows from which a kernel's work is shared: below it the threads' hand-over (about 0.1 ms) is a larger part
 SHARED_FROM = 200_000
@@ -31,6 +37,25 @@ def shares(rows: int, cores: int | None = None) -> int:
     if _in_spark_task():
         return 1
     return max(1, min(cores or available_cores(), rows // SHARED_FROM))
+
+
+def bounds(rows: int, count: int) -> np.ndarray:
+    """``rows`` cut into ``count`` consecutive shares of about equal size: share k is ``bounds[k]`` to
+    ``bounds[k + 1] - 1``."""
+    return np.linspace(0, rows, count + 1).astype(np.int64)
+
+
+def in_shares(work: Callable[[int], Result], count: int) -> list[Result]:
+    """``work(k)`` for each share k of ``count``, in order: the first in this thread, the others on ``other_cores``;
+    all of them done before this returns, also when one fails or the caller is interrupted (a share may read memory
+    that the caller frees once it returns)."""
+    if count < 2:
+        return [work(0)]
+    others = [other_cores().submit(work, k) for k in range(1, count)]
+    try:
+        return [work(0), *(other.result() for other in others)]
+    finally:
+        concurrent.futures.wait(others)
 
 
 def available_cores() -> int:
