@@ -39,6 +39,7 @@ from spanning.engines.params import valid_flag as valid_column  # the Spark job 
 from spanning.engines.reader import TIME_LIMIT, ColumnStats, column_kind, java_pattern, text_stats, time_kinds
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
+FRACTION, END_MISSING = "__fraction", "__end_missing"  # prepare's own, between its two projections
 EVENT_END = f"greatest({END}, {START} + 1)"  # the event's u: a record with end = start is the point [l, l + 1)
 # (SQL). Events arrive in the order of their u, the arrival number breaking ties, on every path.
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -246,15 +247,16 @@ class KindCounts:
     files there when it starts, and keeps the counts in its checkpoint, so that a restart reads the same
     kinds without reading every file again.
 
-    ``column_text`` (a stream over local Parquet files, ``local_csv_text``): an input column's values as an Arrow
-    string array, read on the driver; a label whose expression is that plain column is then counted there, with
-    the local engine's grammar (``spanning.engines.reader.text_stats``, the same patterns as Spark's), and no Spark
-    job runs (4 s of a stream's start on 600k rows, most of it the JVM's first job).
+    ``column_stats`` (a stream over local Parquet files, ``spark_jobs.stream.local_parquet_stats``; small local CSV
+    files, ``local_csv_stats``): ``column_stats(column, plain_only)`` counts an input column on the driver, with the
+    local engine's grammar (``spanning.engines.reader.text_stats``, the same patterns as Spark's), or gives None
+    where it cannot (a column not in the files as such); a label whose expression is that plain column is then
+    counted there, and no Spark job runs (4 s of a stream's start on 600k rows, most of it the JVM's first job).
     """
 
     def __init__(self, rows: Callable[[], DataFrame], saved: dict[str, dict] | None = None,
-                 column_text: Callable[[str], Any] | None = None) -> None:  # fmt: skip
-        self.rows, self.saved, self.column_text = rows, dict(saved or {}), column_text
+                 column_stats: Callable[[str, bool], ColumnStats | None] | None = None) -> None:  # fmt: skip
+        self.rows, self.saved, self.column_stats = rows, dict(saved or {}), column_stats
         self.typed: list[Column] | None = None  # the CSV typing prepare applied to the rows before counting
 
     def __call__(self, prefix: str, columns: dict[str, Column], full: set[str] | None = None,
@@ -262,11 +264,11 @@ class KindCounts:
         """The counts of each label's column; ``sources``: the input column a label's expression is, if plain."""
         missing = {label: c for label, c in columns.items() if prefix + label not in self.saved}
         made = {}
-        if self.column_text is not None and self.typed is None:
+        if self.column_stats is not None and self.typed is None:
             for label in [label for label in missing if label in (sources or {})]:
-                text = self.column_text(sources[label])  # None: not in the files as such
-                if text is not None:
-                    made[label] = text_stats(text, plain_only=full is not None and label not in full)
+                stats = self.column_stats(sources[label], full is not None and label not in full)
+                if stats is not None:  # None: not in the files as such
+                    made[label] = stats
                     del missing[label]
         if missing:
             frame = self.rows() if self.typed is None else self.rows().select(*self.typed)
@@ -428,24 +430,19 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCoun
             value_exprs.append(_plain(quoted(name), dtype, "text").alias(internal))
     key_columns = [_plain(column, dtype, "text").alias(key_column(i)) for i, (column, dtype) in enumerate(key_exprs)]
 
-    reason = F.when(F.lit(False), F.lit(None).cast("string"))
-    if malformed:
-        reason = reason.when(quoted(MALFORMED).isNotNull(), quoted(MALFORMED))
-    if CORRUPT_RECORD in original:
-        reason = reason.when(quoted(CORRUPT_RECORD).isNotNull(), REASONS["json"])
-    reason = (
-        reason.when(start_value.isNull(), REASONS["start"])
-        .when(end_missing, REASONS["duration"] if fields.duration is not None else REASONS["end"])
-        .when(start_fraction | end_fraction, REASONS["fraction"])
-        .when(end_value < start_value, REASONS["order"])
-    )
-    for condition, text_reason in reasons:
-        reason = reason.when(condition, text_reason)
     if frame.isStreaming:  # no row numbers in a stream: a hash of the row breaks ties of equal ends, the same on replay
         seq = F.xxhash64(*[quoted(c) for c in original])
     else:
         seq = F.monotonically_increasing_id()  # arrival number, after user expressions
     frame = frame.withColumn(SEQ, seq)
+    # the times parsed once, in a projection of their own that the reason then reads: in one projection, each text
+    # date-time's pattern and parse ran again in every test of the reason naming its time (600k rows of text times
+    # validated in 0.80-1.12 s, now 0.42-0.51 s; 2026-11-28)
+    staged = {FRACTION: start_fraction | end_fraction}
+    if fields.duration is not None:  # the length's own test: the end is start + length
+        staged[END_MISSING], end_missing = end_missing, F.col(END_MISSING)
+    elif not fields.point_events:
+        end_missing = F.col(END).isNull()
     rows = frame.select(
         *[quoted(c) for c in original],
         F.col(SEQ),
@@ -453,6 +450,24 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCoun
         end_value.alias(END),
         *key_columns,
         *value_exprs,
+        *[value.alias(name) for name, value in staged.items()],
+        *([quoted(MALFORMED)] if malformed else []),
+    )
+    reason = F.when(F.lit(False), F.lit(None).cast("string"))
+    if malformed:
+        reason = reason.when(quoted(MALFORMED).isNotNull(), quoted(MALFORMED))
+    if CORRUPT_RECORD in original:
+        reason = reason.when(quoted(CORRUPT_RECORD).isNotNull(), REASONS["json"])
+    reason = (
+        reason.when(F.col(START).isNull(), REASONS["start"])
+        .when(end_missing, REASONS["duration"] if fields.duration is not None else REASONS["end"])
+        .when(F.col(FRACTION), REASONS["fraction"])
+        .when(F.col(END) < F.col(START), REASONS["order"])
+    )
+    for condition, text_reason in reasons:
+        reason = reason.when(condition, text_reason)
+    rows = rows.select(
+        *[quoted(c) for c in rows.columns if c not in (*staged, MALFORMED)],
         reason.alias(REASON),
     )
     key_types = [dtype for _, dtype in key_exprs]
@@ -464,18 +479,18 @@ def local_input_bytes(inputs: Inputs) -> int | None:
     return None if any("://" in path for path in inputs.files) else sum(os.path.getsize(p) for p in inputs.files)
 
 
-#: local CSV files under this many bytes in all have their column kinds counted on the driver (``local_csv_text``).
+#: local CSV files under this many bytes in all have their column kinds counted on the driver (``local_csv_stats``).
 #: Not tuned: the quick compiler's "small local input" (``spark_jobs.run.QUICK_JIT_INPUT``) taken over. The driver
 #: parsed 1.6 MB (20k rows) in 0.033 s and 3.2 MB (42k rows) in 0.036 s (2026-11-28, 2 cores), against a Spark
 #: job's 0.3 s in a warm session to 3.5 s in a fresh JVM; the bound keeps the whole table off a big input's driver.
 DRIVER_COUNTS_BELOW = 4 * 2**20
 
 
-def local_csv_text(inputs: Inputs | None) -> Callable[[str], Any] | None:
-    """For local CSV files of under ``DRIVER_COUNTS_BELOW`` bytes in all: a column of them as one Arrow string array,
-    read on the driver by the reader the tasks run (``spanning.app.csv_records``), so that ``KindCounts`` counts
-    the column kinds without a Spark job (a fresh JVM's first job: 3.5 s of a 20-row stream's 18 s, pyinstrument,
-    2026-11-28); None for other inputs. Larger files are counted by Spark's tasks, in parallel."""
+def local_csv_stats(inputs: Inputs | None) -> Callable[[str, bool], ColumnStats | None] | None:
+    """For local CSV files of under ``DRIVER_COUNTS_BELOW`` bytes in all: ``KindCounts``'s counts of a column of them,
+    read on the driver by the reader the tasks run (``spanning.app.csv_records``), without a Spark job (a fresh
+    JVM's first job: 3.5 s of a 20-row stream's 18 s, pyinstrument, 2026-11-28); None for other inputs. Larger files
+    are counted by Spark's tasks, in parallel."""
     if inputs is None or inputs.format != "csv" or inputs.columns is None:
         return None
     size = local_input_bytes(inputs)
@@ -491,11 +506,13 @@ def local_csv_text(inputs: Inputs | None) -> Callable[[str], Any] | None:
         names = list(inputs.columns)
         return pa.concat_tables([read_csv_records(path, inputs.delimiter, names) for path in inputs.files])
 
-    def column_text(name: str) -> Any:
+    def column_stats(name: str, plain_only: bool) -> ColumnStats | None:
         table = records()
-        return table.column(name) if name in table.column_names and name != MALFORMED else None
+        if name not in table.column_names or name == MALFORMED:
+            return None
+        return text_stats(table.column(name), plain_only=plain_only)
 
-    return column_text
+    return column_stats
 
 
 def load(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None = None) -> Prepared:
@@ -507,7 +524,7 @@ def load(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None = None) -> P
 def prepare_frame(frame: DataFrame, cfg: RunConfig, inputs: Inputs | None = None) -> Prepared:
     """Prepare every row of ``frame`` (the reader contract); ``inputs``: the files ``frame`` is a plain read of
     (``read_input``), whose footers and sizes the plans may use, or None for any other DataFrame."""
-    kinds = KindCounts(lambda rows=frame: rows, column_text=local_csv_text(inputs))
+    kinds = KindCounts(lambda rows=frame: rows, column_stats=local_csv_stats(inputs))
     prepared = prepare(frame, cfg, csv=inputs is not None and inputs.format == "csv", kinds=kinds)
     # a DataFrame of the caller's is recomputed rather than cached, as Parquet is (they may cache it themselves)
     prepared.columnar = inputs is None or inputs.format == "parquet"

@@ -676,16 +676,18 @@ def test_malformed_csv_records_are_rejected_as_the_batch_job_rejects_them(spark,
 
 
 def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_spark_counts_them(spark, tmp_path):
-    """The stream's start counts the kinds of its text columns over the files there with pyarrow, not a Spark
-    job: the counts must be Spark's, value for value (date-times, epoch numbers, decimals, garbage, nulls,
-    plain integers past 64 bits)."""
+    """The stream's start counts the kinds of its text columns over the files there with pyarrow, file by file, not
+    a Spark job, and a new stream counts them ahead, while its JVM starts: the counts must be Spark's, value for
+    value (date-times, epoch numbers, decimals, garbage, nulls, plain integers past 64 bits), either way, and a file
+    that changed after it was counted ahead is counted again."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
+    from spanning.app.files import input_files
     from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
+    from spark_jobs import stream
     from spark_jobs.prepare import KindCounts, _text_stats
-    from spark_jobs.stream import local_parquet_text
 
     values = ["2024-03-04 00:00:00", "1709510400", "12.5", "abc", None, "99999999999999999999", "-3",
               "9223372036854775807", "9223372036854775808", "2024-03-04T00:00:01", "", " 7", "1e3", "0012"]  # fmt: skip
@@ -696,21 +698,27 @@ def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_sp
     cfg = RunConfig(inputs=InputFiles([str(folder)]), events=EventFields("t", "t"),
                     query=WindowQuery(900, 300, 600, ["count"]), output=OutputOptions(str(tmp_path / "out")),
                     spark=SparkOptions("local[2]", None))  # fmt: skip
-    read = local_parquet_text(cfg, "parquet")
+    counted = stream.local_parquet_stats(cfg, "parquet")
     asked = []
 
-    def column_text(name):
+    def column_stats(name, plain_only):
         asked.append(name)
-        return read(name)
+        return counted(name, plain_only)
 
     frame = spark.read.parquet(str(folder))
-    for full in (None, set()):  # every count, and the plain ones only
-        on_driver = KindCounts(lambda: frame, None, column_text)("", {"x": F.col("t")}, full, {"x": "t"})
-        assert on_driver == _text_stats(frame, {"x": F.col("t")}, full)
-    assert asked == ["t", "t"]  # counted on the driver both times
+    for ahead in (False, True):
+        if ahead:  # the files counted ahead: the counts are taken from there
+            stream.count_kinds_ahead(cfg, input_files(cfg.inputs.paths, "parquet", ",", warn=False))
+            assert {key[-1] for key in stream._COUNTED_AHEAD if key[0].startswith(str(folder))} == {"t"}  # text only
+        for full in (None, set()):  # every count, and the plain ones only
+            on_driver = KindCounts(lambda: frame, None, column_stats)("", {"x": F.col("t")}, full, {"x": "t"})
+            assert on_driver == _text_stats(frame, {"x": F.col("t")}, full)
+    assert asked == ["t", "t"] * 2  # counted on the driver every time
     assert on_driver["x"].present == len(values) - 1
-    assert read("missing") is None  # a column not in the files (a partition column): Spark counts it
-    assert local_parquet_text(cfg, "csv") is None
+    pq.write_table(pa.table({"t": ["2024-03-04 00:00:02"] * 3, "n": [1, 2, 3]}), folder / "p0.parquet")  # changed
+    assert counted("t", False).present == 3 + len(values[1::2])  # not the counts made ahead of the old file
+    assert counted("missing", False) is None  # a column not in the files (a partition column): Spark counts it
+    assert stream.local_parquet_stats(cfg, "csv") is None
 
 
 def test_the_column_kinds_of_small_local_csv_files_are_counted_on_the_driver_as_spark_counts_them(spark, tmp_path,
@@ -723,7 +731,7 @@ def test_the_column_kinds_of_small_local_csv_files_are_counted_on_the_driver_as_
 
     from spanning.app.files import input_files
     from spark_jobs import prepare
-    from spark_jobs.prepare import KindCounts, _text_stats, local_csv_text, quoted, read_input
+    from spark_jobs.prepare import KindCounts, _text_stats, local_csv_stats, quoted, read_input
 
     values = ["2024-03-04 00:00:00", "1709510400", "12.5", "abc", "", '"2024-03-04 00:00:01"', "99999999999999999999",
               "-3", "9223372036854775808", '"1,5"', " 7", "1e3", "0012", "2024-03-04T00:00:02"]  # fmt: skip
@@ -736,23 +744,23 @@ def test_the_column_kinds_of_small_local_csv_files_are_counted_on_the_driver_as_
     frame = read_input(spark, inputs)
     columns = {name: quoted(name) for name in ("t", "n")}
     asked = []
-    read = local_csv_text(inputs)
+    counted = local_csv_stats(inputs)
 
-    def column_text(name):
+    def column_stats(name, plain_only):
         asked.append(name)
-        return read(name)
+        return counted(name, plain_only)
 
     for full in (None, {"t"}, set()):  # every count, the roles' (as prepare asks), and the plain ones only
-        on_driver = KindCounts(lambda: frame, None, column_text)("raw:", columns, full, {"t": "t", "n": "n"})
+        on_driver = KindCounts(lambda: frame, None, column_stats)("raw:", columns, full, {"t": "t", "n": "n"})
         assert on_driver == _text_stats(frame, columns, full), full
     assert asked == ["t", "n"] * 3  # counted on the driver every time
     assert on_driver["t"].present == len(values) - 1 + 2 and on_driver["n"].present == len(values) + 1
-    assert read("_malformed") is None and read("missing") is None
+    assert counted("_malformed", False) is None and counted("missing", False) is None
     monkeypatch.setattr(prepare, "DRIVER_COUNTS_BELOW", sum(p.stat().st_size for p in folder.iterdir()))
-    assert local_csv_text(inputs) is None  # not under the bound: Spark counts
+    assert local_csv_stats(inputs) is None  # not under the bound: Spark counts
     parquet = tmp_path / "p.parquet"
     frame.select(F.col("t")).toPandas().to_parquet(parquet)
-    assert local_csv_text(input_files([str(parquet)], None, ",", warn=False)) is None
+    assert local_csv_stats(input_files([str(parquet)], None, ",", warn=False)) is None
 
 
 def test_the_summary_keeps_the_trigger_times_of_the_last_batches_only():
