@@ -48,6 +48,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from spanning.app.stream_command import DEFAULT_BUCKETS  # noqa: E402 - the project's root is on the path above
+
 QUERY = dict(range="15m", slide="5m", ttp="10m")
 AGGREGATES = ["count", "sum:bytes", "max:duration"]  # those of the peer query (bench/sql_stream_job.py)
 
@@ -242,7 +244,7 @@ def main() -> int:
     parser.add_argument("--keys", choices=KEY_SHAPES, default="cells",
                         help="cells: --cells cells by Zipf-like popularity (default); hot: 200 cells, one with 38%% "
                         "of the calls; none: the same CDRs, a query without a key")  # fmt: skip
-    parser.add_argument("--buckets", type=int, default=16)
+    parser.add_argument("--buckets", type=int, default=DEFAULT_BUCKETS)
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     parser.add_argument("--days", type=float, default=1.0, help="time the CDRs span (default 1: a trigger is 2.4 h)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")

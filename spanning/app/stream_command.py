@@ -37,6 +37,12 @@ REMOVED_PROCESSOR = "jvm"  # the JVM micro-batch processor, removed on 2026-11-2
 TRIGGER = re.compile(r"^available-now$|^(\d+(?:\.\d+)?)\s*(ms|s|m|h|milliseconds?|seconds?|minutes?|hours?)?$")
 
 
+#: ``--buckets``'s default: the driver reduces a batch's buckets on threads, one per core, and every bucket costs a
+#: batch a fixed share of Python; two kept the driver's two cores busy at the least cost (100k rows a batch, 15m/1m,
+#: 10k keys: 0.11-0.13 s a batch, against 0.12-0.15 s with 4 and 0.17-0.19 s with 16; 2026-11-28, docs/STREAMING.md)
+DEFAULT_BUCKETS = 2
+
+
 @dataclass(frozen=True)
 class StreamOptions:
     """What a stream needs beyond the query: its checkpoint, trigger, idle flush and state layout."""
@@ -46,7 +52,7 @@ class StreamOptions:
     max_files_per_trigger: int | None = None
     idle_flush: int | None = None  # chronons: release windows the stream's watermark passed by this much
     max_disorder: int = 0  # chronons: the stream's watermark is the largest end seen minus this
-    buckets: int = 16  # hash buckets of keys, each one state in the checkpoint (fixed for a checkpoint)
+    buckets: int = DEFAULT_BUCKETS  # hash buckets of keys, each one state in the checkpoint (fixed for a checkpoint)
     final_flush: bool = False  # --drain: available-now releases every key's windows at its end, as spanning run does
     processor: str = "auto"  # auto or python: the one processor (the option does nothing; jvm was removed)
 
@@ -126,8 +132,9 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
                    " (default: never)")  # fmt: skip
     p.add_argument("--max-disorder", default="0", metavar="DURATION",
                    help="the stream's watermark lags its largest end by this much (default 0)")  # fmt: skip
-    p.add_argument("--buckets", type=int, default=16,
-                   help="hash buckets of keys, each kept apart; fixed for a checkpoint (default 16)")  # fmt: skip
+    p.add_argument("--buckets", type=int, default=DEFAULT_BUCKETS,
+                   help=f"hash buckets of keys, each kept apart and reduced on its own thread; fixed for a checkpoint"
+                        f" (default {DEFAULT_BUCKETS})")  # fmt: skip
     p.add_argument("--drain", action="store_true",
                    help="available-now: release every key's open windows at the end, as spanning run does at the end"
                    " of its input (the input is complete: a later event of those windows would be late)")  # fmt: skip
