@@ -244,7 +244,7 @@ def main() -> int:
     parser.add_argument("--keys", choices=KEY_SHAPES, default="cells",
                         help="cells: --cells cells by Zipf-like popularity (default); hot: 200 cells, one with 38%% "
                         "of the calls; none: the same CDRs, a query without a key")  # fmt: skip
-    parser.add_argument("--buckets", type=int, default=DEFAULT_BUCKETS)
+    parser.add_argument("--buckets", type=int, default=DEFAULT_BUCKETS, help="hash buckets of keys (spanning stream's)")
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     parser.add_argument("--days", type=float, default=1.0, help="time the CDRs span (default 1: a trigger is 2.4 h)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")

@@ -39,7 +39,7 @@ from spanning.app.jobspec import (
     output_name,
     parse_duration,
 )
-from spanning.app.stream_command import DEFAULT_BUCKETS, StreamOptions, stream_output
+from spanning.app.stream_command import StreamOptions, stream_output
 from spanning.engines.params import Execution
 from spark_jobs.prepare import REASON, KindCounts, parquet_footer_schema, quoted
 from spark_jobs.run import Computed, compute
@@ -335,7 +335,7 @@ class StreamResult:
 
     def write_stream(self, path: str, *, checkpoint: str, trigger: str | None = None, format: str = "parquet",  # noqa: A002
                      drain: bool = False, idle_flush: int | str | None = None, max_disorder: int | str = 0,
-                     buckets: int = DEFAULT_BUCKETS, partitions: int | None = None) -> Any:  # fmt: skip
+                     buckets: int | None = None, partitions: int | None = None) -> Any:  # fmt: skip
         """Start the query that writes ``windows/``, ``late/`` and ``rejected/`` (``batch=N`` folders of Parquet)
         and ``summary.json`` under ``path``, each batch exactly once; returns the ``StreamingQuery``.
 
@@ -354,7 +354,7 @@ class StreamResult:
 
     def foreach_batch(self, fn: Callable[[DataFrame, DataFrame, DataFrame, int], None], *, checkpoint: str,
                       trigger: str | None = None, drain: bool = False, idle_flush: int | str | None = None,
-                      max_disorder: int | str = 0, buckets: int = DEFAULT_BUCKETS,
+                      max_disorder: int | str = 0, buckets: int | None = None,
                       partitions: int | None = None) -> Any:  # fmt: skip
         """Start the query that calls ``fn(windows, late, rejected, batch_id)`` for each micro-batch, with the
         three outputs of ``write_stream`` as DataFrames; returns the ``StreamingQuery``. A batch run again after a
@@ -373,7 +373,7 @@ class StreamResult:
         return self._start(options, partitions, lambda job: self._batch_writer(job, None, sink))
 
     def _options(self, checkpoint: str, trigger: str | None, drain: bool, idle_flush: Any, max_disorder: Any,
-                 buckets: int) -> StreamOptions:  # fmt: skip
+                 buckets: int | None) -> StreamOptions:  # fmt: skip
         unit = self._cfg.events.time_unit
         if "://" in str(checkpoint) and not str(checkpoint).startswith("file:"):
             raise UsageError(f"checkpoint={checkpoint!r}: give a folder of the driver's file system (the stream keeps"

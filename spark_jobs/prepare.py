@@ -39,7 +39,7 @@ from spanning.engines.params import valid_flag as valid_column  # the Spark job 
 from spanning.engines.reader import TIME_LIMIT, ColumnStats, column_kind, java_pattern, text_stats, time_kinds
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
-FRACTION, END_MISSING = "__fraction", "__end_missing"  # prepare's own, between its two projections
+FRACTION, END_MISSING = "__fraction", "__end_missing"  # prepare's own, between its two projections (renamed on a clash)
 EVENT_END = f"greatest({END}, {START} + 1)"  # the event's u: a record with end = start is the point [l, l + 1)
 # (SQL). Events arrive in the order of their u, the arrival number breaking ties, on every path.
 INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -438,9 +438,10 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCoun
     # the times parsed once, in a projection of their own that the reason then reads: in one projection, each text
     # date-time's pattern and parse ran again in every test of the reason naming its time (600k rows of text times
     # validated in 0.80-1.12 s, now 0.42-0.51 s; 2026-11-28)
-    staged = {FRACTION: start_fraction | end_fraction}
+    fraction, length_missing = (_free_name(name, frame.columns) for name in (FRACTION, END_MISSING))
+    staged = {fraction: start_fraction | end_fraction}
     if fields.duration is not None:  # the length's own test: the end is start + length
-        staged[END_MISSING], end_missing = end_missing, F.col(END_MISSING)
+        staged[length_missing], end_missing = end_missing, F.col(length_missing)
     elif not fields.point_events:
         end_missing = F.col(END).isNull()
     rows = frame.select(
@@ -461,7 +462,7 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCoun
     reason = (
         reason.when(F.col(START).isNull(), REASONS["start"])
         .when(end_missing, REASONS["duration"] if fields.duration is not None else REASONS["end"])
-        .when(F.col(FRACTION), REASONS["fraction"])
+        .when(F.col(fraction), REASONS["fraction"])
         .when(F.col(END) < F.col(START), REASONS["order"])
     )
     for condition, text_reason in reasons:
@@ -472,6 +473,15 @@ def prepare(frame: DataFrame, cfg: RunConfig, csv: bool = False, kinds: KindCoun
     )
     key_types = [dtype for _, dtype in key_exprs]
     return Prepared(rows, keys, kind == "date_time", value_types, result_types, original, values, key_types)
+
+
+def _free_name(name: str, taken: list[str]) -> str:
+    """``name``, with underscores added in front until no column of ``taken`` has it (Spark's names are
+    case-insensitive)."""
+    lowered = {c.lower() for c in taken}
+    while name.lower() in lowered:
+        name = "_" + name
+    return name
 
 
 def local_input_bytes(inputs: Inputs) -> int | None:

@@ -44,7 +44,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import astuple, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -59,7 +59,7 @@ from spanning.app.csv_records import MALFORMED
 from spanning.app.files import Inputs, check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.app.progress import Progress
-from spanning.app.stream_command import StreamOptions
+from spanning.app.stream_command import JOB_FILE, StreamOptions
 from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, ColumnStats, text_stats, tzinfo
 from spark_jobs.batch_records import BatchRecords, save_json
 from spark_jobs.bucket_store import STORE_FOLDER, Version
@@ -76,7 +76,6 @@ from spark_jobs.prepare import (
 from spark_jobs.run import small_local_input
 from spark_jobs.stream_buckets import BUCKET, CONTROL, FLUSH, BucketReducer, warm_up_in_background
 
-JOB_FILE = "job.json"  # in checkpoint/spanning/: what the checkpoint was made for
 OPERATOR = "foreachBatch"  # job.json's "operator": where the open windows are reduced (the driver, stream_buckets)
 OLDER_OPERATORS = {  # those of checkpoints made before: refused (the versions of their state are in Spark's)
     "transformWithStateInPandas": "2026-11-26", "applyInPandasWithState": "2026-11-28"}  # operator -> until
@@ -176,7 +175,6 @@ def files_there(spark: SparkSession, cfg: RunConfig, fmt: str | None = None) -> 
 #: each local Parquet file's kinds' counts of one of its columns (``text_stats``), counted ahead in the background
 #: (``count_kinds_ahead``), by (path, size, modification time, column)
 _COUNTED_AHEAD: dict[tuple, Future] = {}
-_COUNTING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spanning-column-kinds")
 
 
 def _parquet_file(path: str) -> tuple:
@@ -233,15 +231,25 @@ def count_kinds_ahead(cfg: RunConfig, inputs: Inputs) -> None:
     import pyarrow.parquet as pq
 
     fields = cfg.events
-    names = {fields.start, fields.end, fields.duration, *cfg.query.numeric_columns} - {None}
+    names = {fields.start, fields.end, *cfg.query.numeric_columns} - {None}  # a duration is read as a number
+    work = []
     for path in inputs.files:
-        schema = pq.read_schema(path)
-        text = [f.name for f in schema if f.name in names and f.type in (pa.string(), pa.large_string())]
+        text = [f.name for f in pq.read_schema(path) if f.name in names and f.type in (pa.string(), pa.large_string())]
         file = _parquet_file(path)
         todo = [name for name in text if (*file, name) not in _COUNTED_AHEAD]
         if todo:
-            counted = _COUNTING.submit(_parquet_counts, path, todo)
-            _COUNTED_AHEAD.update({(*file, name): counted for name in todo})
+            work.append((path, todo, Future()))
+            _COUNTED_AHEAD.update({(*file, name): work[-1][2] for name in todo})
+
+    def count() -> None:  # a daemon thread: a stream that fails to start, or Ctrl-C, does not wait for it
+        for path, todo, counted in work:
+            try:
+                counted.set_result(_parquet_counts(path, todo))
+            except Exception as err:  # raised where the counts are taken, as a count made there raises it
+                counted.set_exception(err)
+
+    if work:
+        threading.Thread(target=count, name="spanning-column-kinds", daemon=True).start()
 
 
 #: the rows of Spark's ``binaryFile`` source, which a stream must be given

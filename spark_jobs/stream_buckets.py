@@ -41,6 +41,7 @@ __all__ = ["BucketReducer", "Reduced", "warm_up_in_background", "BUCKET", "CONTR
 
 BUCKET, CONTROL, FLUSH = "_bucket", "_control_clock", "_control_flush"
 FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
+_FAILING = threading.Lock()
 
 
 @dataclass
@@ -152,9 +153,13 @@ class BucketReducer:
             windows.append(state.flush())
         version, written = store.save(state, saved)
         max_end = pc.max(mine.column(END)).as_py()
-        if FAIL_ONCE and os.path.exists(FAIL_ONCE[0]) and max_end is not None and max_end >= FAIL_ONCE[1]:
-            os.remove(FAIL_ONCE[0])  # after the state's files: the batch's record must not name them
-            raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
+        if FAIL_ONCE and max_end is not None and max_end >= FAIL_ONCE[1]:
+            with _FAILING:  # one bucket's thread takes the flag, after its state's files (the record never names them)
+                failing = os.path.exists(FAIL_ONCE[0])
+                if failing:
+                    os.remove(FAIL_ONCE[0])
+            if failing:
+                raise RuntimeError("injected failure (FAIL_ONCE, a recovery test)")
         late = None
         if len(missed):
             late = self._table("late", {

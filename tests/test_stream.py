@@ -330,6 +330,28 @@ def test_a_batch_writes_the_open_windows_of_the_keys_it_changed_not_its_bucket(s
     assert files == ["delta-2", "snapshot-1"]
 
 
+def test_a_checkpoint_keeps_its_bucket_count_when_buckets_is_not_given(in_order, tmp_path):
+    """``--buckets`` defaults to the checkpoint's count (2 for a new one): a stream made when the default was 16, or
+    with ``--buckets 16``, goes on without the option; a count given that differs is refused."""
+    from spanning.app.stream_command import DEFAULT_BUCKETS, JOB_FILE, StreamOptions, recorded_buckets
+
+    assert StreamOptions(str(tmp_path / "new")).buckets == DEFAULT_BUCKETS == recorded_buckets(in_order / "chk")
+    folder = tmp_path / "in"
+    drop_files(folder, by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 2))
+    first = next(iter(sorted(folder.iterdir())))
+    (tmp_path / "later").mkdir()
+    later = first.rename(tmp_path / "later" / first.name)  # the first file in end order arrives after a restart
+    common = ["--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY, "--master", "local[2]"]
+    assert stream_cli(str(folder), *common, "--buckets", "16") == 0
+    assert json.loads((tmp_path / "chk" / "spanning" / JOB_FILE).read_text())["buckets"] == 16
+    later.rename(folder / later.name)
+    assert StreamOptions(str(tmp_path / "chk")).buckets == 16
+    assert stream_cli(str(folder), *common) == 0  # the restart takes the checkpoint's 16
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["rows_read"] == len(pd.read_csv(SAMPLE)) and summary["batches"] == 2
+    assert stream_cli(str(folder), *common, "--buckets", "4") == 2  # another count: refused
+
+
 def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_says_so(in_order, tmp_path, capsys):
     import shutil
 

@@ -365,3 +365,32 @@ def test_re2_masks_are_python_s_fullmatch(values):
     for name in PATTERNS:
         want = [v is not None and matches(name, v) for v in values]
         assert text_mask(text, name).tolist() == want, name
+
+
+@pytest.mark.parametrize("by", ["end", "duration"])
+def test_input_columns_named_like_prepare_s_own_are_kept_and_the_reasons_stay(utc_session, tmp_path, by):
+    """``prepare`` parses the times in a projection of their own and reads them for the reason in a second, through
+    helper columns of its own (``__fraction``, ``__end_missing``): input columns of those names are kept as read,
+    and the reasons are those worked out by hand."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_jobs.prepare import END_MISSING, FRACTION, REASON, REASONS, load
+
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({
+        "id": [0, 1, 2, 3],
+        "s": ["2024-03-04 00:00:00", "garbage", "2024-03-04 00:00:00", "2024-03-04 00:00:00"],
+        "e": ["2024-03-04 00:01:00", "2024-03-04 00:01:00", "2024-03-03 00:00:00", "2024-03-04 00:00:01"],
+        "d": [60.0, 60.0, None, 1.5],
+        FRACTION: ["a", "b", "c", "d"],
+        END_MISSING: [True, False, True, False],
+    }), path)  # fmt: skip
+    fields = EventFields("s", end="e") if by == "end" else EventFields("s", duration="d")
+    prepared = load(utc_session, RunConfig(InputFiles([str(path)]), fields, WindowQuery(60, 60, 0)))
+    rows = {r["id"]: r for r in prepared.rows.collect()}
+    assert [rows[i][FRACTION] for i in range(4)] == ["a", "b", "c", "d"]
+    assert [rows[i][END_MISSING] for i in range(4)] == [True, False, True, False]
+    expected = {"end": [None, REASONS["start"], REASONS["order"], None],
+                "duration": [None, REASONS["start"], REASONS["duration"], REASONS["fraction"]]}[by]  # fmt: skip
+    assert [rows[i][REASON] for i in range(4)] == expected

@@ -37,10 +37,20 @@ REMOVED_PROCESSOR = "jvm"  # the JVM micro-batch processor, removed on 2026-11-2
 TRIGGER = re.compile(r"^available-now$|^(\d+(?:\.\d+)?)\s*(ms|s|m|h|milliseconds?|seconds?|minutes?|hours?)?$")
 
 
-#: ``--buckets``'s default: the driver reduces a batch's buckets on threads, one per core, and every bucket costs a
-#: batch a fixed share of Python; two kept the driver's two cores busy at the least cost (100k rows a batch, 15m/1m,
-#: 10k keys: 0.11-0.13 s a batch, against 0.12-0.15 s with 4 and 0.17-0.19 s with 16; 2026-11-28, docs/STREAMING.md)
+#: ``--buckets``'s default for a new checkpoint (one made before keeps its own count, ``recorded_buckets``): the
+#: driver reduces a batch's buckets on threads, one per core, and every bucket costs a batch a fixed share of Python;
+#: two kept the driver's two cores busy at the least cost (100k rows a batch, 15m/1m, 10k keys: 0.11-0.13 s a batch,
+#: against 0.12-0.15 s with 4 and 0.17-0.19 s with 16; 2026-11-28, docs/STREAMING.md). It was 16 until then.
 DEFAULT_BUCKETS = 2
+JOB_FILE = "job.json"  # in CHECKPOINT/spanning/: what the checkpoint was made for (spark_jobs.stream)
+
+
+def recorded_buckets(checkpoint: str) -> int | None:
+    """The bucket count a checkpoint was made with (its ``JOB_FILE``), or None for a new or unreadable one."""
+    try:
+        return int(json.loads((Path(checkpoint) / "spanning" / JOB_FILE).read_text())["buckets"])
+    except (OSError, ValueError, KeyError, TypeError):  # none yet; a broken one is refused when it is checked
+        return None
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,7 @@ class StreamOptions:
     max_files_per_trigger: int | None = None
     idle_flush: int | None = None  # chronons: release windows the stream's watermark passed by this much
     max_disorder: int = 0  # chronons: the stream's watermark is the largest end seen minus this
-    buckets: int = DEFAULT_BUCKETS  # hash buckets of keys, each one state in the checkpoint (fixed for a checkpoint)
+    buckets: int | None = None  # hash buckets of keys, fixed for a checkpoint: None is its count, or DEFAULT_BUCKETS
     final_flush: bool = False  # --drain: available-now releases every key's windows at its end, as spanning run does
     processor: str = "auto"  # auto or python: the one processor (the option does nothing; jvm was removed)
 
@@ -61,6 +71,8 @@ class StreamOptions:
             raise UsageError(f"bad --trigger {self.trigger!r}: give available-now or an interval such as 10s or 1m")
         if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
             raise UsageError("--max-files-per-trigger must be at least 1")
+        if self.buckets is None:  # the count the checkpoint was made with: a restart needs no --buckets
+            object.__setattr__(self, "buckets", recorded_buckets(self.checkpoint) or DEFAULT_BUCKETS)
         if self.buckets < 1:
             raise UsageError("--buckets must be at least 1")
         if self.max_disorder < 0 or (self.idle_flush is not None and self.idle_flush < 0):
@@ -132,9 +144,9 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
                    " (default: never)")  # fmt: skip
     p.add_argument("--max-disorder", default="0", metavar="DURATION",
                    help="the stream's watermark lags its largest end by this much (default 0)")  # fmt: skip
-    p.add_argument("--buckets", type=int, default=DEFAULT_BUCKETS,
+    p.add_argument("--buckets", type=int, default=None,
                    help=f"hash buckets of keys, each kept apart and reduced on its own thread; fixed for a checkpoint"
-                        f" (default {DEFAULT_BUCKETS})")  # fmt: skip
+                        f" (default: the checkpoint's count, {DEFAULT_BUCKETS} for a new one)")  # fmt: skip
     p.add_argument("--drain", action="store_true",
                    help="available-now: release every key's open windows at the end, as spanning run does at the end"
                    " of its input (the input is complete: a later event of those windows would be late)")  # fmt: skip
