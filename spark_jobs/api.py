@@ -343,7 +343,8 @@ class StreamResult:
         is there, then stop) or an interval (``"30 seconds"``, ``"30s"``). ``drain`` (available-now only): wait for
         the input to be read, then release every key's open windows, as a batch job does at the end of its input,
         in a second round whose query is returned. ``idle_flush``, ``max_disorder``, ``buckets``: as ``spanning
-        stream``'s options; ``partitions``: the tasks that read and validate a batch's rows (default one per core).
+        stream``'s options; ``partitions``: spread each batch's rows over that many tasks before they are validated
+        (default: none, the tasks that read them validate them).
         """
         if format != "parquet":
             raise UsageError(f"write_stream writes Parquet (format={format!r}): for another sink use foreach_batch")
@@ -420,7 +421,7 @@ class StreamResult:
                     PARTITIONS: str(partitions or spark.sparkContext.defaultParallelism)}  # fmt: skip
         warm_up_in_background()  # the driver's kernel, which reduces each batch, while the query is planned
         with job_settings(spark, settings):
-            job = stateful_rows(spark, self._df, cfg, options, kinds)
+            job = stateful_rows(spark, self._df, cfg, options, kinds, spread=partitions)
             check_checkpoint(state, job_record(cfg, options, self._df.schema, "dataframe"))  # the query built: good
             each_batch = batch_function(job, make_writer(job))
             query = start_query(job, each_batch)

@@ -293,7 +293,7 @@ def streaming_rows(spark: SparkSession, cfg: RunConfig, options: StreamOptions) 
         stream = reader.parquet(str(folder))
     else:
         stream = reader.json(str(folder))
-    job = stateful_rows(spark, stream, cfg, options, kinds, csv=fmt == "csv")
+    job = stateful_rows(spark, stream, cfg, options, kinds, csv=fmt == "csv", spread=cfg.spark.partitions)
     check_checkpoint(state, job_record(cfg, options, schema, fmt))  # once the query is known good (a mistyped
     return job  # column recorded would refuse the corrected restart)
 
@@ -305,19 +305,22 @@ def saved_kinds(options: StreamOptions) -> dict | None:
 
 
 def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, options: StreamOptions,
-                  kinds: KindCounts, csv: bool = False) -> StreamQuery:  # fmt: skip
+                  kinds: KindCounts, csv: bool = False, spread: int | None = None) -> StreamQuery:  # fmt: skip
     """The stream's query over the streaming DataFrame ``stream`` (its checkpoint checked by the caller): the
     reader contract (``prepare``, text columns typed by ``kinds``), each row's bucket, the control stream, and the
     reducer that ``BatchWriter`` runs on each batch. ``spanning stream`` and ``spanning.spark.aggregate`` on a
-    streaming DataFrame both come here."""
+    streaming DataFrame both come here. ``spread`` (``--partitions``): each batch's rows hashed over that many tasks
+    before the reader contract; None leaves them in the tasks that read them."""
     state = Path(options.checkpoint) / "spanning"
     control = state / "control"
     control.mkdir(parents=True, exist_ok=True)
     kinds_file = state / KINDS_FILE
-    # a batch's rows over every core (the session's shuffle partitions: one per core unless --partitions) before the
-    # reader contract, not one task per file; hashed on the whole row, as the arrival number is (prepare)
-    spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    stream = stream.repartition(spread, *[quoted(c) for c in stream.columns])
+    # No spread unless asked for: Spark packs a batch's small files and splits its large ones (by row group) into
+    # about one task per core, and a shuffle of the rows cost more than it gave wherever measured, up to one 12.5 MB
+    # file (600k rows, one row group) in one batch: 13.3-14.0 s against 13.9-17.1 s, whole processes (2026-11-28,
+    # docs/STREAMING.md). Hashed on the whole row, as the arrival number is (prepare).
+    if spread:
+        stream = stream.repartition(spread, *[quoted(c) for c in stream.columns])
     prepared = prepare(stream, cfg, csv=csv, kinds=kinds)
     if not kinds_file.exists():
         save_json(kinds_file, kinds.saved)
@@ -559,10 +562,6 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
     if there is None or there.format == "csv":  # the only Python the executors run: CSV files parsed by the batch
         # job's reader (the driver reduces each batch); started with its imports while the driver plans the stream
         warm_python_workers(spark, ("pyarrow", "spanning.app.csv_records"))
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")  # the session's, given back at the end
-    if cfg.spark.partitions is None and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
-        # a batch's rows spread over one partition per core (stateful_rows)
-        spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     warm_up_in_background()  # the driver's kernel, which reduces each batch (stream_buckets), while it plans
     job = streaming_rows(spark, cfg, options)
     writer = BatchWriter(job, stream_output(cfg, options), said)
@@ -580,7 +579,6 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         stopped = True
     finally:
         waits.done()
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)
     return writer.write_summary({"stopped": stopped})
 
 
