@@ -30,7 +30,8 @@ STREAM_HELP = {
     "window": "one window spec such as 15m/5m, instead of --range/--slide",
     "series_start": "per key, windows start after: first (start of its first arriving event, default) or a time"
     " in chronons (earliest needs the whole input)",
-    "partitions": "Spark tasks that read and validate a micro-batch's rows (default: one per core)",
+    "partitions": "spread each micro-batch's rows over N Spark tasks before they are validated (default: none, the"
+                  " tasks that read a batch validate it; Spark packs small files and splits large ones per core)",
 }
 PROCESSORS = ("auto", "python")  # one processor; the option stays for commands written before
 REMOVED_PROCESSOR = "jvm"  # the JVM micro-batch processor, removed on 2026-11-26 (docs/STREAMING.md)
