@@ -48,7 +48,7 @@ from spark_jobs.session import ship_engine
 __all__ = ["BatchResult", "StreamResult", "aggregate"]
 
 DATAFRAME_INPUT = "<DataFrame>"  # the inputs of a RunConfig made for a DataFrame: no file is read by name
-ZONE, ANSI, PARTITIONS = "spark.sql.session.timeZone", "spark.sql.ansi.enabled", "spark.sql.shuffle.partitions"
+ZONE, ANSI = "spark.sql.session.timeZone", "spark.sql.ansi.enabled"
 PARQUET_FORMAT = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
 log = logging.getLogger("spanning")
 
@@ -417,8 +417,7 @@ class StreamResult:
         ship_engine(spark)
         state = Path(options.checkpoint) / "spanning"
         kinds = KindCounts(self._kinds_rows, saved_kinds(options))
-        settings = {ZONE: cfg.events.timezone, ANSI: "false",
-                    PARTITIONS: str(partitions or spark.sparkContext.defaultParallelism)}  # fmt: skip
+        settings = {ZONE: cfg.events.timezone, ANSI: "false"}  # no shuffle to set: partitions= is the spread's own
         warm_up_in_background()  # the driver's kernel, which reduces each batch, while the query is planned
         with job_settings(spark, settings):
             job = stateful_rows(spark, self._df, cfg, options, kinds, spread=partitions)
