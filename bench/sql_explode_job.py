@@ -12,8 +12,8 @@ all cells (one series); ``--floor`` is the least any job over the file costs: th
 only (no windows), the times read too, and written. ``--traffic`` (``bench/bench_traffic.py``): count(*), the
 seconds of the calls inside each window (each pair clipped with ``least``/``greatest``) and those over the
 range, in Erlangs. Like ``spanning run`` (whose exit stops Spark and removes its temp folders), it stops Spark
-before it exits, and it runs with spanning run's settings (ANSI off, two shuffle partitions per core), so both
-are timed the same way.
+before it exits, and it runs with spanning run's settings (ANSI off, two shuffle partitions per core, local files
+without Hadoop's checksum files), so both are timed the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 
 from pyspark.sql import SparkSession
+
+from spark_jobs.session import RAW_LOCAL_FILES  # the one setting of spanning's session that is not SQL's
 
 # the ways a user writes distinct subscribers (and their p95 duration) per window, named by their functions
 DISTINCT_FORMS = {
@@ -50,6 +52,8 @@ def main() -> None:
     # spanning run's settings: ANSI off, two shuffle partitions per core (or --partitions); the same on both sides
     builder = SparkSession.builder.appName("explode").config("spark.ui.enabled", "false")
     builder = builder.config("spark.sql.ansi.enabled", "false")
+    for key, value in RAW_LOCAL_FILES.items():  # local files without Hadoop's checksum files, as spanning's session
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     partitions = args.partitions or 2 * spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))

@@ -8,7 +8,9 @@ in append mode: count, the sum of ``bytes`` and the max of ``duration``, written
 trails the latest window start by ``range + ttp``, so a window is final about when ``spanning stream``
 releases it. Rows behind the watermark are dropped without a word; the script writes their number, the rows
 read and each trigger's seconds to ``OUTPUT/stats.json`` (the windows are in ``OUTPUT/windows``). Used by
-``bench/bench_stream.py --processes`` to time whole processes against ``spanning stream``. Like the command,
+``bench/bench_stream.py --processes`` to time whole processes against ``spanning stream``, with the settings of
+spanning's session that are not the query's (one state partition per core, local files without Hadoop's checksum
+files). Like the command,
 it does not stop Spark: the process exits and its JVM follows, so both are timed the same way.
 """
 
@@ -49,7 +51,12 @@ def main() -> None:
     parser.add_argument("--ttp", type=int, required=True)
     parser.add_argument("--no-key", action="store_true", help="windows over all calls, not per cell")
     args = parser.parse_args()
-    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    from spark_jobs.session import RAW_LOCAL_FILES
+
+    builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+    for key, value in RAW_LOCAL_FILES.items():  # local files without Hadoop's checksum files, as spanning's session
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     # as spanning stream sets them: one state partition per core
     spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     windows = str(Path(args.output) / "windows")

@@ -292,6 +292,22 @@ def test_the_driver_heap_is_a_quarter_of_memory_unless_the_user_gives_one(tmp_pa
     assert driver_memory() is None
 
 
+def test_local_files_skip_hadoops_checksum_layer_unless_spark_defaults_say_otherwise(spark, tmp_path, monkeypatch):
+    """spanning's session reads and writes local files through Hadoop's raw local file system (no ``.crc`` file
+    beside each file: a stream's trigger lists and writes several); a key that spark-defaults.conf sets is left to
+    it."""
+    from spark_jobs.session import RAW_LOCAL_FILES, local_files_raw
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    assert {key: hadoop.get(key.removeprefix("spark.hadoop.")) for key in RAW_LOCAL_FILES} == RAW_LOCAL_FILES
+    spark.range(3).write.parquet(str(tmp_path / "written"))
+    assert not list((tmp_path / "written").rglob("*.crc")), "the checksum layer wrote its files"
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert local_files_raw() == RAW_LOCAL_FILES
+    (tmp_path / "spark-defaults.conf").write_text("spark.hadoop.fs.file.impl org.apache.hadoop.fs.LocalFileSystem\n")
+    assert local_files_raw() == {"spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"}
+
+
 def test_the_exit_stops_spark_without_waiting_for_the_accumulator_server():
     """``stop_at_exit`` (the exit hook of a JVM that spanning started): the context stops, and the accumulator
     server is told to stop and detached first, so that ``SparkContext.stop`` does not wait a poll for it; a
