@@ -149,3 +149,34 @@ def test_window_option_errors(tmp_path, capsys):
     shared = [*base, "--window", "10m/5m", "--window", "20m/10m", "--technique", "se-ml-slicing", "--height", "2"]
     assert main([*shared, "--sharing", "weaveshare", "--output", str(tmp_path / "e")]) == 0
     assert pd.read_parquet(tmp_path / "e" / "windows").equals(pd.read_parquet(tmp_path / "d" / "windows"))
+
+
+def test_the_command_exits_as_python_would_less_the_teardown(tmp_path):
+    """``exit_now`` (the end of every ``spanning`` process): the exit code kept, threads that are not daemons
+    joined, the exit handlers run and the standard streams flushed before the process ends; and
+    ``python -m spanning.cli`` ends through it with the command's own code."""
+    import os
+    import subprocess
+    import sys
+
+    script = f"""
+import atexit, pathlib, sys, threading, time
+from spanning.cli import exit_now
+folder = pathlib.Path({str(tmp_path)!r})
+atexit.register(lambda: (folder / "handler").write_text("ran"))
+def late():
+    time.sleep(0.3)
+    (folder / "thread").write_text("done")
+threading.Thread(target=late).start()
+sys.stdout.write("no newline, not flushed")
+sys.stderr.write("to stderr")
+exit_now(3)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the streams buffered, as usual
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert ran.returncode == 3
+    assert ran.stdout == "no newline, not flushed" and ran.stderr == "to stderr"
+    assert (tmp_path / "handler").read_text() == "ran" and (tmp_path / "thread").read_text() == "done"
+    bad = subprocess.run([sys.executable, "-m", "spanning.cli", "run", str(tmp_path / "missing.csv"), *BASE],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.startswith("spanning: error:"), bad.stderr
