@@ -52,8 +52,7 @@ def main() -> None:
     # spanning run's settings: ANSI off, two shuffle partitions per core (or --partitions); the same on both sides
     builder = SparkSession.builder.appName("explode").config("spark.ui.enabled", "false")
     builder = builder.config("spark.sql.ansi.enabled", "false")
-    for key, value in RAW_LOCAL_FILES.items():  # local files without Hadoop's checksum files, as spanning's session
-        builder = builder.config(key, value)
+    builder = builder.config(map=RAW_LOCAL_FILES)  # local files without Hadoop's checksum files, as spanning's session
     spark = builder.getOrCreate()
     partitions = args.partitions or 2 * spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))

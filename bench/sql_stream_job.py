@@ -54,9 +54,7 @@ def main() -> None:
     from spark_jobs.session import RAW_LOCAL_FILES
 
     builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-    for key, value in RAW_LOCAL_FILES.items():  # local files without Hadoop's checksum files, as spanning's session
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = builder.config(map=RAW_LOCAL_FILES).getOrCreate()  # local files without checksum files, as spanning's
     # as spanning stream sets them: one state partition per core
     spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     windows = str(Path(args.output) / "windows")
