@@ -3,11 +3,13 @@
 Generated CDRs (``spanning.app.cdr.generate_cdr``) are cut by end time into files of ``--rows-per-trigger``
 rows, written as Parquet (or CSV) into a folder, and streamed one file per trigger (available-now) on
 ``local[2]``. Per batch it reports the rows, its whole trigger as Spark times it (``triggerExecution``, as the
-peer's is timed; ``summary.json``'s ``trigger_seconds``), the seconds of its ``foreachBatch``, of taking its
-rows to the driver and reducing them there (``compute``) and of the writes, and the state the buckets hold (keys,
-open windows, bytes). Sustained events/s and the
-batch latencies (median, p95) are by trigger and leave out the first batch (JVM and Python worker warm-up) and
-the final flush. ``--range``/``--slide`` set the in-process runs' shape (default 15m/5m).
+peer's is timed; ``summary.json``'s ``trigger_seconds``), its latency (from its trigger's start to its record, its
+outputs written: ``summary.json``'s ``batch_seconds``; batches overlap, so that runs into the next trigger), the
+seconds of taking its rows to the driver (``collect``), of reducing them there (``compute``) and of the writes, and
+the state the buckets hold (keys, open windows, bytes). Sustained events/s is the steady batches' rows over the
+time from the first batch's record to the last one's; it and the latencies (median, p95) leave out the first batch
+(JVM and Python worker warm-up) and the final flush. ``--range``/``--slide`` set the in-process runs' shape
+(default 15m/5m).
 
     python bench/bench_stream.py                       # 1M CDRs, 10k cells, 100k rows per trigger
     python bench/bench_stream.py --rows 200000 --rows-per-trigger 20000 --cells 2000
@@ -164,9 +166,14 @@ def report(result: dict) -> dict:
     batches = [b for b in result["batches"] if b["rows_read"]]
     steady = batches[1:]  # after the warm-up batch; the final flush reads no rows
     triggers = result["summary"].get("trigger_seconds", {})  # each batch's whole trigger, as the peer's is timed
-    latency = np.array([triggers.get(str(b["batch"]), b["seconds"]) for b in steady])
-    seconds = float(latency.sum())
+    trigger = np.array([triggers.get(str(b["batch"]), b["seconds"]) for b in steady])
+    # each batch from its trigger's start to its record (its outputs written): with batches that overlap
+    # (BatchWriter), a batch's reduction and writes run into the next batch's trigger, and count here
+    ends = result["summary"].get("batch_seconds", {})
+    latency = np.array([ends.get(str(b["batch"]), triggers.get(str(b["batch"]), b["seconds"])) for b in steady])
     rows = sum(b["rows_read"] for b in steady)
+    # sustained: the steady batches' rows over the time from the warm-up batch's record to the last one's
+    seconds = steady[-1]["done_at"] - batches[0]["done_at"] if steady and "done_at" in batches[0] else trigger.sum()
     state = [sum(v["state_bytes"] for v in b["buckets"].values()) for b in batches]
     held = [sum(v["held_windows"] for v in b["buckets"].values()) for b in batches]
     out = {
@@ -176,6 +183,9 @@ def report(result: dict) -> dict:
         "batch_seconds_median": round(float(np.median(latency)), 2) if len(latency) else None,
         "batch_seconds_p95": _p95(latency),
         "batch_seconds_max": round(float(latency.max()), 2) if len(latency) else None,
+        "trigger_seconds_median": _median(trigger.tolist()),
+        "trigger_seconds_p95": _p95(trigger.tolist()),
+        "collect_seconds_median": _median(b.get("collect_seconds", 0) for b in steady),
         "foreach_batch_seconds_median": _median(b["seconds"] for b in steady),
         "compute_seconds_median": _median(b["compute_seconds"] for b in steady),
         "write_seconds_median": _median(b["write_seconds"] for b in steady),

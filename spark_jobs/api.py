@@ -364,7 +364,7 @@ class StreamResult:
         options = self._options(checkpoint, trigger, drain, idle_flush, max_disorder, buckets)
         renames = self._renames
 
-        def sink(tables: dict, batch: DataFrame, batch_id: int) -> None:
+        def sink(tables: dict, batch_id: int) -> None:
             # in the caller's session: createDataFrame makes its session the active one, and the batch's is the
             # query's copy (a later SparkSession.getActiveSession() would find that, with the query's settings)
             frames = [self._spark.createDataFrame(_renamed(tables[kind], renames if kind == "windows" else {}))
@@ -397,8 +397,8 @@ class StreamResult:
         writer = self._batch_writer(job, output)
         if self._renames:
             write_files, renames = writer._write_files, self._renames
-            writer.sink = lambda tables, batch, batch_id: write_files(
-                {**tables, "windows": _renamed(tables["windows"], renames)}, batch, batch_id)
+            writer.sink = lambda tables, batch_id: write_files(
+                {**tables, "windows": _renamed(tables["windows"], renames)}, batch_id)
         return writer
 
     def _start(self, options: StreamOptions, partitions: int | None, make_writer: Callable[[Any], Any]) -> Any:

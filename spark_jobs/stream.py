@@ -33,6 +33,10 @@ The query (``streaming_rows``)::
   folders and renames each to ``windows/batch=N`` (``late/``, ``rejected/``) only when complete, then the batch's
   record (its state versions among them); a batch run again after a crash starts from the versions of the record
   before it and replaces its own folders, and Spark commits a batch only after ``foreachBatch`` returns.
+* **Batches overlap** (``spanning stream`` without ``--idle-flush``): ``foreachBatch`` takes a batch's rows to the
+  driver, keeps them in ``checkpoint/spanning/pending/`` and returns, and the batch is reduced and written in a
+  thread of its own while the executors read the next batch (one batch in flight). A batch that Spark committed
+  but the process did not write is written from its kept rows when the stream starts again.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import astuple, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -83,6 +87,7 @@ STATE_STORE = "bucket files"  # job.json's "state": where the open windows are (
 PROCESSOR = "python"  # job.json's "processor": the one processor (checkpoints of the removed "jvm" one are refused)
 KINDS_FILE = "column-kinds.json"  # in checkpoint/spanning/: the counts that fixed the column kinds
 TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batches
+PENDING_FOLDER = "pending"  # in checkpoint/spanning/: the rows of batches Spark committed, until they are written
 # without --max-files-per-trigger, a micro-batch takes files up to this many bytes (Spark's maxBytesPerTrigger; one
 # file at least): the driver holds a batch's rows as Arrow, 165 bytes a row of the benchmark's CDRs, 6.2 times their
 # Parquet bytes and 2.0 times their CSV bytes, so about 200 MB at most (1.2M such rows), well under Spark's
@@ -341,14 +346,21 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
 
 
 class BatchWriter:
-    """``foreachBatch``: one micro-batch of ``StreamQuery.rows`` into windows/, late/, rejected/ and the summary."""
+    """``foreachBatch``: one micro-batch of ``StreamQuery.rows`` into windows/, late/, rejected/ and the summary.
+
+    ``overlap``: the batch's reduction and writes run in a thread of their own while Spark goes on to the next batch,
+    whose rows the executors read meanwhile (one batch in flight: the next waits for it before it is handed over).
+    Spark commits a batch once ``foreachBatch`` returns, so its rows are first kept in the checkpoint
+    (``PENDING_FOLDER``) until its record is written; a restart writes any batch kept there before Spark starts."""
 
     def __init__(self, job: StreamQuery, output: Path | None, progress: Any = print,
-                 sink: Callable[[dict, DataFrame, int], None] | None = None) -> None:  # fmt: skip
+                 sink: Callable[[dict, int], None] | None = None, overlap: bool = False) -> None:  # fmt: skip
         """``output``: the folder of windows/, late/, rejected/ and summary.json; or None with ``sink``, which is
-        given each batch's three outputs as Arrow tables (name -> table), the batch and its id, and writes them."""
+        given each batch's three outputs as Arrow tables (name -> table) and its id, and writes them."""
         self.job, self.output, self.progress = job, output, progress
         self.sink = sink if sink is not None else self._write_files
+        # the session's time zone, which the batches' sessions (Spark's copies) keep: the windows' bounds are in it
+        self.zone = job.rows.sparkSession.conf.get("spark.sql.session.timeZone")
         for orphan in [] if output is None else output.glob("*/_tmp-batch=*"):  # a batch killed while writing:
             shutil.rmtree(orphan, ignore_errors=True)  # it runs again from the checkpoint
         self.lock = threading.Lock()
@@ -358,26 +370,77 @@ class BatchWriter:
         summary = json.loads(previous.read_text()) if previous is not None and previous.exists() else {}
         self.dropped_by_spark = summary.get("rows_dropped_by_spark", 0)  # over every run of the stream
         self.trigger_seconds: dict[str, float] = summary.get("trigger_seconds", {})  # batch -> Spark's trigger time
+        self.trigger_started: dict[str, float] = {}  # batch -> its trigger's start (epoch seconds), this run's
+        self.pending = Path(job.options.checkpoint) / "spanning" / PENDING_FOLDER
+        self.overlap = overlap
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="spanning-batch") if overlap else None
+        self._in_flight: Future | None = None
+        self._write_kept()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         began = time.perf_counter()
-        counts = self._write(batch, batch_id)
-        record = {"batch": batch_id, **counts, "seconds": round(time.perf_counter() - began, 3)}
+        rows = batch.toArrow()  # the one Spark action of a batch
+        collected = round(time.perf_counter() - began, 3)
+        if not self.overlap:
+            self._finish(rows, batch_id, collected)
+            return
+        self._keep(rows, batch_id)  # before Spark commits the batch
+        self.finish()  # the batch before, whose failure fails this one (its rows are kept: a restart writes them)
+        self._in_flight = self._worker.submit(self._finish, rows, batch_id, collected)
+
+    def finish(self) -> None:
+        """Wait for the batch in flight (``overlap``), raising its failure."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None:
+            in_flight.result()
+
+    def _finish(self, rows: Any, batch_id: int, collected: float) -> None:
+        """A batch's rows, taken to the driver in ``collected`` seconds, reduced and written, then its record."""
+        began = time.perf_counter()
+        counts = self._write(rows, batch_id)
+        record = {"batch": batch_id, **counts, "collect_seconds": collected,
+                  "seconds": round(collected + time.perf_counter() - began, 3), "done_at": round(time.time(), 3)}
         with self.lock:
             self.records.add(record)
+        (self.pending / f"{batch_id:08d}.arrow").unlink(missing_ok=True)
         self.progress(self.describe(record))
         self.write_summary()
 
-    def _write(self, batch: DataFrame, batch_id: int) -> dict:
-        """One Spark action (the batch as Arrow, on the driver), the reduction against the buckets' state as it was
-        before this batch, then each output's files, whole or not at all."""
+    def _keep(self, rows: Any, batch_id: int) -> None:
+        """A batch's rows in ``PENDING_FOLDER`` as an Arrow file, whole (written under a hidden name, then renamed)."""
+        import pyarrow as pa
+
+        self.pending.mkdir(parents=True, exist_ok=True)
+        temp = self.pending / f".{batch_id:08d}.arrow.tmp"
+        with pa.OSFile(str(temp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as file:
+            file.write_table(rows)
+        os.replace(temp, self.pending / f"{batch_id:08d}.arrow")
+
+    def _write_kept(self) -> None:
+        """The batches that Spark committed before their outputs were written (the process stopped in between):
+        written from their kept rows, in batch order, before Spark starts the next."""
+        import pyarrow as pa
+
+        for path in sorted(self.pending.glob("*.arrow")) if self.pending.exists() else []:
+            batch_id = int(path.stem)
+            if batch_id in self.records.by_batch:  # written, its rows not yet removed
+                path.unlink()
+                continue
+            with pa.memory_map(str(path)) as source:
+                rows = pa.ipc.open_file(source).read_all()
+            self.progress(f"batch {batch_id}: committed by Spark before it was written; written from {path}")
+            self._finish(rows, batch_id, 0.0)
+
+    def _write(self, rows: Any, batch_id: int) -> dict:
+        """A batch's rows (as Arrow, on the driver) reduced against the buckets' state as it was before this batch,
+        then each output's files, whole or not at all."""
         import pyarrow as pa
 
         job = self.job
         began = time.perf_counter()
         before = self.versions_before(batch_id)
-        reduced = job.reducer(batch.toArrow(), before)
-        windows = self._as_output(reduced.windows, batch.sparkSession.conf.get("spark.sql.session.timeZone"))
+        reduced = job.reducer(rows, before)
+        windows = self._as_output(reduced.windows, self.zone)
         computed = time.perf_counter()
         keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
         outputs = {
@@ -389,7 +452,7 @@ class BatchWriter:
         tables = {kind: pa.table({name: rows.column(internal) for name, internal in columns.items()})
                   for kind, (rows, columns) in outputs.items()}  # fmt: skip
         counts = {kind: rows.num_rows for kind, rows in tables.items()}
-        self.sink(tables, batch, batch_id)
+        self.sink(tables, batch_id)
         stats = reduced.buckets
         ends = [b["max_end"] for b in stats.values() if b["max_end"] is not None]
         # every bucket's state version after this batch: those it left alone carried over
@@ -408,7 +471,7 @@ class BatchWriter:
         with self.lock:
             return self.records.versions_before(batch_id)
 
-    def _write_files(self, tables: dict, batch: DataFrame, batch_id: int) -> None:
+    def _write_files(self, tables: dict, batch_id: int) -> None:
         """Each non-empty output of a batch as ``kind/batch=N/``, renamed in whole: a batch run again after a crash
         replaces its own folders."""
         import pyarrow.parquet as pq
@@ -464,7 +527,14 @@ class BatchWriter:
         """``trigger_seconds`` of the last ``TRIGGERS_KEPT`` batches (a stream that runs for months stays small)."""
         recent = sorted(self.trigger_seconds, key=int)[-TRIGGERS_KEPT:]
         self.trigger_seconds = {batch: self.trigger_seconds[batch] for batch in recent}
+        self.trigger_started = {b: t for b, t in self.trigger_started.items() if b in self.trigger_seconds}
         return dict(self.trigger_seconds)
+
+    def batch_seconds(self) -> dict[str, float]:
+        """Of this run's batches whose records are kept: from the start of the batch's trigger to its record, written
+        once its outputs are (with ``overlap``, that runs into the next batch's trigger)."""
+        return {str(r["batch"]): round(r["done_at"] - self.trigger_started[str(r["batch"])], 3)
+                for r in self.records.records() if "done_at" in r and str(r["batch"]) in self.trigger_started}
 
     def write_summary(self, extra: dict | None = None) -> dict:
         with self.lock:
@@ -478,6 +548,7 @@ class BatchWriter:
                 **total, "batches": totals["batches"], "watermark": self.watermark(),
                 **{name: sum(b[name] for b in state.values()) for name in ("keys", "held_windows", "state_bytes")},
                 "rows_dropped_by_spark": self.dropped_by_spark, "trigger_seconds": self.recent_triggers(),
+                "batch_seconds": self.batch_seconds(),
                 "output": None if self.output is None else str(self.output),
                 "checkpoint": str(Path(self.job.options.checkpoint).resolve()),
                 **(extra or {}),
@@ -564,18 +635,23 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         warm_python_workers(spark, ("pyarrow", "spanning.app.csv_records"))
     warm_up_in_background()  # the driver's kernel, which reduces each batch (stream_buckets), while it plans
     job = streaming_rows(spark, cfg, options)
-    writer = BatchWriter(job, stream_output(cfg, options), said)
+    # batches overlap (BatchWriter) unless --idle-flush, whose control file each batch's watermark decides for the
+    # next batch: that must wait for the batch's record
+    writer = BatchWriter(job, stream_output(cfg, options), said, overlap=options.idle_flush is None)
     each_batch = batch_function(job, writer)
     stopped = False
     waits("planning the stream and reading its first micro-batch (about 15 s)")
     query = start_query(job, each_batch)
     try:
         _wait(query, writer)
+        writer.finish()
         if options.trigger == "available-now" and options.final_flush:  # the end of the stream: every key
             query = start_query(job, each_batch, flush=True)
             _wait(query, writer)
+            writer.finish()
     except KeyboardInterrupt:
         query.stop()
+        writer.finish()
         stopped = True
     finally:
         waits.done()
@@ -619,8 +695,10 @@ def _wait(query: Any, writer: BatchWriter) -> None:
             if progress.get("numInputRows"):  # a batch's whole trigger, as Spark times it (foreachBatch is a part);
                 # its rows: the files' and the control files' (an idle or no-op trigger has none)
                 trigger = progress["durationMs"].get("triggerExecution", 0) / 1000
+                started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
                 with writer.lock:  # foreachBatch's thread writes the summary
                     writer.trigger_seconds[str(progress["batchId"])] = round(trigger, 3)
+                    writer.trigger_started[str(progress["batchId"])] = started
             operators = progress.get("stateOperators", [])
             writer.dropped_by_spark += sum(op.get("numRowsDroppedByWatermark", 0) for op in operators)
         if ended:

@@ -486,7 +486,12 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
     kinds = tmp_path / "chk" / "spanning" / "column-kinds.json"
     assert "raw:bytes" in kinds.read_text(), "the column kinds are kept: a restart does not count them again"
     assert 1 <= summary_of(tmp_path / "out")["batches"] <= 3
+    # batches overlap: the failure came from the batch in flight, which Spark had committed, and its rows wait in
+    # the checkpoint (a restart that lost them would miss its windows)
+    kept = sorted(int(p.stem) for p in (tmp_path / "chk" / "spanning" / "pending").glob("*.arrow"))
+    assert kept and (tmp_path / "chk" / "query" / "commits" / str(kept[0])).exists(), kept
     assert stream_cli(*args) == 0, "the restart goes on from the checkpoint"
+    assert not list((tmp_path / "chk" / "spanning" / "pending").glob("*")), "kept rows go once they are written"
     assert_equals_batch_job(tmp_path / "out", four_files / "batch")
 
 
@@ -790,7 +795,9 @@ def test_the_summary_keeps_the_trigger_times_of_the_last_batches_only():
 
     from spark_jobs.stream import TRIGGERS_KEPT, BatchWriter
 
-    writer = SimpleNamespace(trigger_seconds={str(b): b / 10 for b in range(TRIGGERS_KEPT + 50)})
+    writer = SimpleNamespace(trigger_seconds={str(b): b / 10 for b in range(TRIGGERS_KEPT + 50)},
+                             trigger_started={str(b): 1e9 + b for b in range(TRIGGERS_KEPT + 50)})  # fmt: skip
     kept = BatchWriter.recent_triggers(writer)
     assert sorted(map(int, kept)) == list(range(50, TRIGGERS_KEPT + 50))  # by batch number, not as text
     assert writer.trigger_seconds == kept and kept["50"] == 5.0
+    assert sorted(writer.trigger_started, key=int) == sorted(kept, key=int), "their start times go with them"
