@@ -388,11 +388,26 @@ class BatchWriter:
         self.finish()  # the batch before, whose failure fails this one (its rows are kept: a restart writes them)
         self._in_flight = self._worker.submit(self._finish, rows, batch_id, collected)
 
-    def finish(self) -> None:
-        """Wait for the batch in flight (``overlap``), raising its failure."""
-        in_flight, self._in_flight = self._in_flight, None
-        if in_flight is not None:
+    def finish(self, quietly: bool = False) -> None:
+        """Wait for the batch in flight (``overlap``), raising its failure (``quietly``: not, while another error is
+        on its way; the failed batch's rows stay kept for a restart). Interrupted (Ctrl-C), it is still in flight."""
+        in_flight = self._in_flight
+        if in_flight is None:
+            return
+        try:
             in_flight.result()
+        except Exception:
+            if not quietly:
+                raise
+        finally:
+            if in_flight.done():  # its outcome given once
+                self._in_flight = None
+
+    def failure(self) -> BaseException | None:
+        """The failure of the batch in flight, once it has failed (``_wait`` stops the stream then, rather than at
+        the next batch, which may be long in coming)."""
+        in_flight = self._in_flight
+        return in_flight.exception() if in_flight is not None and in_flight.done() else None
 
     def _finish(self, rows: Any, batch_id: int, collected: float) -> None:
         """A batch's rows, taken to the driver in ``collected`` seconds, reduced and written, then its record."""
@@ -421,12 +436,14 @@ class BatchWriter:
         written from their kept rows, in batch order, before Spark starts the next."""
         import pyarrow as pa
 
-        for path in sorted(self.pending.glob("*.arrow")) if self.pending.exists() else []:
+        for path in sorted(self.pending.glob("[0-9]*.arrow")) if self.pending.exists() else []:
+            if not path.stem.isdigit():  # not one of ours
+                continue
             batch_id = int(path.stem)
             if batch_id in self.records.by_batch:  # written, its rows not yet removed
                 path.unlink()
                 continue
-            with pa.memory_map(str(path)) as source:
+            with pa.OSFile(str(path)) as source:  # read into memory: the file goes once the batch is written
                 rows = pa.ipc.open_file(source).read_all()
             self.progress(f"batch {batch_id}: committed by Spark before it was written; written from {path}")
             self._finish(rows, batch_id, 0.0)
@@ -651,10 +668,13 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
             writer.finish()
     except KeyboardInterrupt:
         query.stop()
-        writer.finish()
         stopped = True
+    except BaseException:
+        writer.finish(quietly=True)  # the batch in flight ends before the error goes on (failed, its rows are kept)
+        raise
     finally:
         waits.done()
+    writer.finish()  # after Ctrl-C: the batch in flight written, or its failure raised
     return writer.write_summary({"stopped": stopped})
 
 
@@ -685,13 +705,18 @@ def start_query(job: StreamQuery, each_batch: Callable[[DataFrame, int], None], 
 
 def _wait(query: Any, writer: BatchWriter) -> None:
     """Until the query ends; Spark's count of rows its watermark dropped goes into the summary (it stays 0)."""
-    seen: set = set()
+    seen: set = set()  # the reports taken, by batch and time: an idle trigger reports the next batch's number too
     while True:
         ended = query.awaitTermination(1)
-        for progress in query.recentProgress:
-            if progress["batchId"] in seen or progress["id"] is None:
+        failed = writer.failure()
+        if failed is not None and not ended:  # the batch in flight failed: the stream stops now, with its error
+            query.stop()
+            raise failed
+        recent = query.recentProgress
+        for progress in recent:
+            if (progress["batchId"], progress["timestamp"]) in seen or progress["id"] is None:
                 continue
-            seen.add(progress["batchId"])
+            seen.add((progress["batchId"], progress["timestamp"]))
             if progress.get("numInputRows"):  # a batch's whole trigger, as Spark times it (foreachBatch is a part);
                 # its rows: the files' and the control files' (an idle or no-op trigger has none)
                 trigger = progress["durationMs"].get("triggerExecution", 0) / 1000
@@ -701,6 +726,7 @@ def _wait(query: Any, writer: BatchWriter) -> None:
                     writer.trigger_started[str(progress["batchId"])] = started
             operators = progress.get("stateOperators", [])
             writer.dropped_by_spark += sum(op.get("numRowsDroppedByWatermark", 0) for op in operators)
+        seen &= {(p["batchId"], p["timestamp"]) for p in recent}  # Spark keeps the last reports only: so does this
         if ended:
             break
     if query.exception() is not None:

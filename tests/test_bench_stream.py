@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from bench_stream import make_files  # noqa: E402
+from bench_stream import make_files, report  # noqa: E402
 from stream_floor_job import floor_query  # noqa: E402
 
 
@@ -37,3 +37,18 @@ def test_the_stream_floor_reads_every_row_one_file_per_trigger(spark, tmp_path):
     floor = floor_query(spark, tmp_path / "in", tmp_path / "floor", keyed=False)  # --keys none's query
     assert floor["rows"] == 3_000 and floor["rejected"] == 1_000, floor
     assert floor["trigger_rows"] == [1_000] * 3 and len(floor["trigger_seconds"]) == 3, floor
+
+
+def test_the_sustained_rate_counts_the_batches_after_the_second_over_the_time_between_their_records():
+    """Batches overlap: the second batch is read while the first is reduced, so the span starts at its record."""
+    batch = {"rows_read": 100, "rejected": 0, "late": 0, "compute_seconds": 0.1, "write_seconds": 0.1,
+             "collect_seconds": 0.2, "buckets": {"0": {"state_bytes": 1, "held_windows": 1, "state_written": 1}}}
+    done = [10.0, 10.5, 11.5, 12.5, 13.0]  # each batch's record; then the final flush, which reads no rows
+    batches = [{**batch, "batch": b, "seconds": 0.4, "done_at": t} for b, t in enumerate(done)]
+    batches.append({**batch, "batch": 5, "rows_read": 0, "seconds": 0.1, "done_at": 13.1})
+    summary = {"rows_read": 500, "late": 0, "rows_dropped_by_spark": 0,
+               "trigger_seconds": {str(b): 0.3 for b in range(5)},
+               "batch_seconds": {"1": 0.6, "2": 0.7, "3": 0.8, "4": 0.9}}  # fmt: skip
+    out = report({"wall": 5.0, "summary": summary, "batches": batches})
+    assert out["sustained_events_per_second"] == round(300 / (13.0 - 10.5))  # batches 2-4 after batch 1's record
+    assert out["batch_seconds_median"] == 0.75 and out["trigger_seconds_median"] == 0.3  # latency, not the trigger

@@ -801,3 +801,31 @@ def test_the_summary_keeps_the_trigger_times_of_the_last_batches_only():
     assert sorted(map(int, kept)) == list(range(50, TRIGGERS_KEPT + 50))  # by batch number, not as text
     assert writer.trigger_seconds == kept and kept["50"] == 5.0
     assert sorted(writer.trigger_started, key=int) == sorted(kept, key=int), "their start times go with them"
+
+
+def test_a_failed_batch_in_flight_is_raised_once_and_quietly_while_another_error_goes_on():
+    """``BatchWriter.finish``: the batch in flight's failure is raised (the stream's error), once; ``quietly`` waits
+    for it without raising; ``failure`` tells ``_wait`` of it as soon as it is done; a batch that ends well is no
+    failure."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spark_jobs.stream import BatchWriter
+
+    def fail():
+        raise RuntimeError("batch 7 failed")
+
+    writer = BatchWriter.__new__(BatchWriter)  # the overlap's state alone: no Spark
+    with ThreadPoolExecutor(1) as pool:
+        writer._in_flight = pool.submit(fail)
+        writer._in_flight.exception()  # done
+        assert isinstance(writer.failure(), RuntimeError)
+        with pytest.raises(RuntimeError, match="batch 7 failed"):
+            writer.finish()
+        writer.finish()  # raised once: nothing in flight now
+        assert writer.failure() is None
+        writer._in_flight = pool.submit(fail)
+        writer.finish(quietly=True)
+        assert writer._in_flight is None
+        writer._in_flight = pool.submit(lambda: None)
+        writer.finish()
+        assert writer.failure() is None and writer._in_flight is None
