@@ -33,10 +33,10 @@ The query (``streaming_rows``)::
   folders and renames each to ``windows/batch=N`` (``late/``, ``rejected/``) only when complete, then the batch's
   record (its state versions among them); a batch run again after a crash starts from the versions of the record
   before it and replaces its own folders, and Spark commits a batch only after ``foreachBatch`` returns.
-* **Batches overlap** (``spanning stream`` without ``--idle-flush``): ``foreachBatch`` takes a batch's rows to the
-  driver, keeps them in ``checkpoint/spanning/pending/`` and returns, and the batch is reduced and written in a
-  thread of its own while the executors read the next batch (one batch in flight). A batch that Spark committed
-  but the process did not write is written from its kept rows when the stream starts again.
+* **Batches overlap** (``spanning stream`` without ``--no-overlap`` or ``--idle-flush``): ``foreachBatch`` takes a
+  batch's rows to the driver, keeps them in ``checkpoint/spanning/pending/`` and returns, and the batch is reduced
+  and written in a thread of its own while the executors read the next batch (one batch in flight). A batch that
+  Spark committed but the process did not write is written from its kept rows when the stream starts again.
 """
 
 from __future__ import annotations
@@ -652,9 +652,10 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
         warm_python_workers(spark, ("pyarrow", "spanning.app.csv_records"))
     warm_up_in_background()  # the driver's kernel, which reduces each batch (stream_buckets), while it plans
     job = streaming_rows(spark, cfg, options)
-    # batches overlap (BatchWriter) unless --idle-flush, whose control file each batch's watermark decides for the
-    # next batch: that must wait for the batch's record
-    writer = BatchWriter(job, stream_output(cfg, options), said, overlap=options.idle_flush is None)
+    # batches overlap (BatchWriter) unless --no-overlap or --idle-flush, whose control file each batch's watermark
+    # decides for the next batch: that must wait for the batch's record
+    writer = BatchWriter(job, stream_output(cfg, options), said,
+                         overlap=options.overlap and options.idle_flush is None)  # fmt: skip
     each_batch = batch_function(job, writer)
     stopped = False
     waits("planning the stream and reading its first micro-batch (about 15 s)")

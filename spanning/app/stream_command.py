@@ -66,6 +66,9 @@ class StreamOptions:
     buckets: int | None = None  # hash buckets of keys, fixed for a checkpoint: None is its count, or DEFAULT_BUCKETS
     final_flush: bool = False  # --drain: available-now releases every key's windows at its end, as spanning run does
     processor: str = "auto"  # auto or python: the one processor (the option does nothing; jvm was removed)
+    # a batch reduced and written while the next is read (spark_jobs.stream.BatchWriter); not with --idle-flush, whose
+    # control file each batch's watermark decides for the next
+    overlap: bool = True
 
     def __post_init__(self) -> None:
         if not TRIGGER.match(self.trigger):
@@ -151,6 +154,10 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drain", action="store_true",
                    help="available-now: release every key's open windows at the end, as spanning run does at the end"
                    " of its input (the input is complete: a later event of those windows would be late)")  # fmt: skip
+    p.add_argument("--no-overlap", dest="overlap", action="store_false",
+                   help="write each micro-batch before the next is read: its outputs about 0.2 s sooner, about 10%%"
+                   " fewer events/s sustained (by default a batch is reduced and written while the next is read;"
+                   " --idle-flush does not overlap either)")  # fmt: skip
     p.add_argument("--processor", default="auto",
                    help="does nothing: kept for commands written when there were two processors (auto and python"
                    " are the one processor; jvm was removed, see docs/STREAMING.md)")  # fmt: skip
@@ -168,6 +175,7 @@ def options_from_args(args: argparse.Namespace) -> StreamOptions:
         buckets=args.buckets,
         final_flush=args.drain,
         processor=args.processor,
+        overlap=args.overlap,
     )
 
 
