@@ -155,7 +155,7 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
                    help="available-now: release every key's open windows at the end, as spanning run does at the end"
                    " of its input (the input is complete: a later event of those windows would be late)")  # fmt: skip
     p.add_argument("--no-overlap", dest="overlap", action="store_false",
-                   help="write each micro-batch before the next is read: its outputs about 0.2 s sooner, about 10%%"
+                   help="write each micro-batch before the next is read: its outputs about 0.2 s sooner, 10-20%%"
                    " fewer events/s sustained (by default a batch is reduced and written while the next is read;"
                    " --idle-flush does not overlap either)")  # fmt: skip
     p.add_argument("--processor", default="auto",
