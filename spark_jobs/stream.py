@@ -372,7 +372,6 @@ class BatchWriter:
         self.trigger_seconds: dict[str, float] = summary.get("trigger_seconds", {})  # batch -> Spark's trigger time
         self.trigger_started: dict[str, float] = {}  # batch -> its trigger's start (epoch seconds), this run's
         self.pending = Path(job.options.checkpoint) / "spanning" / PENDING_FOLDER
-        self.overlap = overlap
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="spanning-batch") if overlap else None
         self._in_flight: Future | None = None
         self._write_kept()
@@ -381,7 +380,7 @@ class BatchWriter:
         began = time.perf_counter()
         rows = batch.toArrow()  # the one Spark action of a batch
         collected = round(time.perf_counter() - began, 3)
-        if not self.overlap:
+        if self._worker is None:  # no overlap
             self._finish(rows, batch_id, collected)
             return
         self._keep(rows, batch_id)  # before Spark commits the batch
@@ -417,7 +416,7 @@ class BatchWriter:
                   "seconds": round(collected + time.perf_counter() - began, 3), "done_at": round(time.time(), 3)}
         with self.lock:
             self.records.add(record)
-        (self.pending / f"{batch_id:08d}.arrow").unlink(missing_ok=True)
+        self._kept(batch_id).unlink(missing_ok=True)
         self.progress(self.describe(record))
         self.write_summary()
 
@@ -426,10 +425,15 @@ class BatchWriter:
         import pyarrow as pa
 
         self.pending.mkdir(parents=True, exist_ok=True)
-        temp = self.pending / f".{batch_id:08d}.arrow.tmp"
+        kept = self._kept(batch_id)
+        temp = kept.with_name(f".{kept.name}.tmp")
         with pa.OSFile(str(temp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as file:
             file.write_table(rows)
-        os.replace(temp, self.pending / f"{batch_id:08d}.arrow")
+        os.replace(temp, kept)
+
+    def _kept(self, batch_id: int) -> Path:
+        """Where a batch's rows are kept until it is written."""
+        return self.pending / f"{batch_id:08d}.arrow"
 
     def _write_kept(self) -> None:
         """The batches that Spark committed before their outputs were written (the process stopped in between):
