@@ -22,7 +22,7 @@ import argparse
 
 from pyspark.sql import SparkSession
 
-from spark_jobs.session import RAW_LOCAL_FILES  # the one setting of spanning's session that is not SQL's
+from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES  # spanning's session's, not SQL's
 
 # the ways a user writes distinct subscribers (and their p95 duration) per window, named by their functions
 DISTINCT_FORMS = {
@@ -52,7 +52,9 @@ def main() -> None:
     # spanning run's settings: ANSI off, two shuffle partitions per core (or --partitions); the same on both sides
     builder = SparkSession.builder.appName("explode").config("spark.ui.enabled", "false")
     builder = builder.config("spark.sql.ansi.enabled", "false")
-    builder = builder.config(map=RAW_LOCAL_FILES)  # local files without Hadoop's checksum files, as spanning's session
+    # as spanning's session on a local master: local files without Hadoop's checksum files, task results of up to
+    # 128 MiB in their status messages (the benches run local)
+    builder = builder.config(map={**RAW_LOCAL_FILES, **LOCAL_DIRECT_RESULTS})
     spark = builder.getOrCreate()
     partitions = args.partitions or 2 * spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))

@@ -51,10 +51,11 @@ def main() -> None:
     parser.add_argument("--ttp", type=int, required=True)
     parser.add_argument("--no-key", action="store_true", help="windows over all calls, not per cell")
     args = parser.parse_args()
-    from spark_jobs.session import RAW_LOCAL_FILES
+    from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES
 
     builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-    spark = builder.config(map=RAW_LOCAL_FILES).getOrCreate()  # local files without checksum files, as spanning's
+    # as spanning's session on a local master: local files without checksum files, direct task results
+    spark = builder.config(map={**RAW_LOCAL_FILES, **LOCAL_DIRECT_RESULTS}).getOrCreate()
     # as spanning stream sets them: one state partition per core
     spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     windows = str(Path(args.output) / "windows")

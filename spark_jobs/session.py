@@ -19,11 +19,27 @@ from pathlib import Path
 APP_NAME = "spanning"
 #: The JVM option that keeps it to its quick compiler (C1): see ``get_session``
 QUICK_COMPILER_ONLY = "-XX:TieredStopAtLevel=1"
-#: Local paths (``file:``) through Hadoop's raw local file system, without its checksum layer: see ``local_files_raw``
+#: Local paths (``file:``) through Hadoop's raw local file system, without its checksum layer.
+#: Hadoop's default local file system writes a checksum file (``.NAME.crc``) beside every file it writes, reads it back
+#: beside every file it reads, and renames both. A stream's trigger writes and lists a few small files in its
+#: checkpoint (the offsets, the commit, the file source's log) and lists its input folder: with the checksum layer
+#: those took 0.13-0.17 s of each trigger, without it 0.06-0.07 s (``latestOffset`` 47 -> 21 ms, ``walCommit`` 55 -> 24
+#: ms, ``commitOffsets`` 30 -> 16 ms, medians of Spark's progress; 100k rows a trigger, 2026-11-28, docs/STREAMING.md).
+#: Nothing reads the checksums back but Hadoop itself: the checkpoint's files are still written under a temporary name
+#: and renamed whole, and Parquet files carry their own footer. Spark's file sources skip hidden files, so checksum
+#: files that an earlier build left stay out of every listing.
 RAW_LOCAL_FILES = {
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",  # Hadoop's FileSystem API
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",  # its FileContext API
 }
+#: Where the executors are the driver's own JVM (a ``local`` master): a task's result of up to this size reaches the
+#: driver in the task's status message, not through the block manager. A stream's batch comes to the driver as one
+#: task's Arrow rows (16.8 MB for 100k rows of the benchmark's CDRs); above Spark's 1 MiB default each batch was
+#: stored as a block and fetched back over the block manager's own socket. Sustained, 100k rows a trigger, 15m/1m:
+#: 138-171k events/s (164k at the median) against 124-164k (137k), the batch to the driver 0.33-0.41 s against
+#: 0.36-0.48 s at the median, six alternating pairs (2026-11-28, docs/STREAMING.md). Spark caps it at
+#: ``spark.rpc.message.maxSize`` (128 MiB); on a cluster the default stands, since there it is a network message.
+LOCAL_DIRECT_RESULTS = {"spark.task.maxDirectResultSize": "128m"}
 
 
 def check_java() -> str:
@@ -100,20 +116,16 @@ def _sets(properties: str, key: str) -> bool:
     return False
 
 
-def local_files_raw() -> dict[str, str]:
-    """``RAW_LOCAL_FILES``, less any key that spark-defaults.conf sets (the user's choice stands).
-
-    Hadoop's default local file system writes a checksum file (``.NAME.crc``) beside every file it writes, reads it
-    back beside every file it reads, and renames both. A stream's trigger writes and lists a few small files in
-    its checkpoint (the offsets, the commit, the file source's log) and lists its input folder: with the checksum
-    layer those took 0.13-0.17 s of each trigger, without it 0.06-0.07 s (``latestOffset`` 47 -> 21 ms,
-    ``walCommit`` 55 -> 24 ms, ``commitOffsets`` 30 -> 16 ms, medians of Spark's progress; 100k rows a trigger,
-    2026-11-28, docs/STREAMING.md). Nothing reads the checksums back but Hadoop itself: the checkpoint's files are
-    still written under a temporary name and renamed whole, and Parquet files carry their own footer. Spark's file
-    sources skip hidden files, so checksum files that an earlier build left stay out of every listing.
-    """
+def unless_spark_defaults(settings: dict[str, str]) -> dict[str, str]:
+    """``settings`` (spanning's own, such as ``RAW_LOCAL_FILES``), less any key spark-defaults.conf sets: the user's
+    choice stands."""
     text = spark_defaults()
-    return {key: value for key, value in RAW_LOCAL_FILES.items() if not _sets(text, key)}
+    return {key: value for key, value in settings.items() if not _sets(text, key)}
+
+
+def is_local(master: str | None) -> bool:
+    """Whether ``master`` runs the executors in the driver's JVM (``local``, ``local[N]``; not ``local-cluster``)."""
+    return master is not None and (master == "local" or master.startswith("local["))
 
 
 def starting(master: str | None) -> str:
@@ -214,7 +226,8 @@ def get_session(
         ("spark.sql.execution.arrow.maxRecordsPerBatch", "50000"),  # fewer, larger batches per partition
         ("spark.ui.showConsoleProgress", "false"),
         ("spark.ui.enabled", "false"),
-        *local_files_raw().items(),  # local files without Hadoop's checksum files
+        # local files without Hadoop's checksum files; a local master's task results in their status messages
+        *unless_spark_defaults({**RAW_LOCAL_FILES, **(LOCAL_DIRECT_RESULTS if is_local(master) else {})}).items(),
     ])  # fmt: skip
     if QUICK_COMPILER_ONLY in options and master and master.startswith("local-cluster"):
         # local-cluster's executors: JVMs of this machine that this launch starts, whose work is as small; prepended

@@ -294,19 +294,25 @@ def test_the_driver_heap_is_a_quarter_of_memory_unless_the_user_gives_one(tmp_pa
 
 def test_local_files_skip_hadoops_checksum_layer_unless_spark_defaults_say_otherwise(spark, tmp_path, monkeypatch):
     """spanning's session reads and writes local files through Hadoop's raw local file system (no ``.crc`` file
-    beside each file: a stream's trigger lists and writes several); a key that spark-defaults.conf sets is left to
-    it."""
-    from spark_jobs.session import RAW_LOCAL_FILES, local_files_raw
+    beside each file: a stream's trigger lists and writes several), and on a local master takes task results of up
+    to 128 MiB in their status messages; a key that spark-defaults.conf sets is left to it."""
+    from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES, is_local, unless_spark_defaults
 
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     assert {key: hadoop.get(key.removeprefix("spark.hadoop.")) for key in RAW_LOCAL_FILES} == RAW_LOCAL_FILES
     spark.range(3).write.parquet(str(tmp_path / "written"))
     assert not list((tmp_path / "written").rglob("*.crc")), "the checksum layer wrote its files"
+    conf = spark.sparkContext.getConf()
+    assert {key: conf.get(key) for key in LOCAL_DIRECT_RESULTS} == LOCAL_DIRECT_RESULTS  # the tests' local[2]
+    assert [is_local(m) for m in ("local", "local[2]", "local[*]", "local-cluster[2,1,1024]", "yarn", None)] == \
+        [True, True, True, False, False, False]
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
-    assert local_files_raw() == RAW_LOCAL_FILES
-    (tmp_path / "spark-defaults.conf").write_text("spark.hadoop.fs.file.impl org.apache.hadoop.fs.LocalFileSystem\n")
+    assert unless_spark_defaults(RAW_LOCAL_FILES) == RAW_LOCAL_FILES
+    (tmp_path / "spark-defaults.conf").write_text("spark.hadoop.fs.file.impl org.apache.hadoop.fs.LocalFileSystem\n"
+                                                  "spark.task.maxDirectResultSize=4m\n")  # fmt: skip
     left = "spark.hadoop.fs.AbstractFileSystem.file.impl"
-    assert local_files_raw() == {left: RAW_LOCAL_FILES[left]}
+    assert unless_spark_defaults(RAW_LOCAL_FILES) == {left: RAW_LOCAL_FILES[left]}
+    assert unless_spark_defaults(LOCAL_DIRECT_RESULTS) == {}
 
 
 def test_the_exit_stops_spark_without_waiting_for_the_accumulator_server():
