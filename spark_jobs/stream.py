@@ -650,7 +650,7 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
 
     waits(starting(cfg.spark.master))
     spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions,
-                        quick_compiler=quick_compiler(options, there))
+                        quick_compiler=quick_compiler(options, there), throughput_gc=True)
     if there is None or there.format == "csv":  # the only Python the executors run: CSV files parsed by the batch
         # job's reader (the driver reduces each batch); started with its imports while the driver plans the stream
         warm_python_workers(spark, ("pyarrow", "spanning.app.csv_records"))
