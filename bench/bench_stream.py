@@ -297,7 +297,7 @@ def main() -> int:
             return 0
         from spark_jobs.session import get_session
 
-        get_session("local[2]")
+        get_session("local[2]", throughput_gc=True)  # the JVM that spanning stream starts
         ours, peers = [], []
         for round_ in range(args.rounds):
             ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets, keyed=keyed)))

@@ -51,10 +51,11 @@ def main() -> None:
     parser.add_argument("--ttp", type=int, required=True)
     parser.add_argument("--no-key", action="store_true", help="windows over all calls, not per cell")
     args = parser.parse_args()
-    from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES
+    from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES, THROUGHPUT_GC
 
     builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-    # as spanning's session on a local master: local files without checksum files, direct task results
+    # as spanning stream's session: local files without checksum files, direct task results, the throughput collector
+    builder = builder.config("spark.driver.extraJavaOptions", THROUGHPUT_GC)
     spark = builder.config(map={**RAW_LOCAL_FILES, **LOCAL_DIRECT_RESULTS}).getOrCreate()
     # as spanning stream sets them: one state partition per core
     spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))

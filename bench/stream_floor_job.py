@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--no-key", action="store_true", help="the query has no key (only the columns read differ)")
     args = parser.parse_args()
     began = time.perf_counter()
-    spark = get_session("local[2]")
+    spark = get_session("local[2]", throughput_gc=True)  # the JVM that spanning stream starts
     # as spanning stream sets them: one state partition per core
     spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     work = Path(args.work)
