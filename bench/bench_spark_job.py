@@ -70,9 +70,11 @@ def _commands(path: Path, out: Path, range_: int, slide: int, aggs: list[str], k
     return {"run": run, "sql": script, "floor": floor}
 
 
-def process_env(archive: bool) -> dict:
+def process_env(archive: bool, stream: bool = False) -> dict:
     """The environment of both sides' processes: the driver's class archive on for both (``archive``), or off,
-    and the same driver heap for both (the one ``spanning`` gives itself, ``session.driver_memory``)."""
+    and the same driver heap for both (the one ``spanning`` gives itself, ``session.driver_memory``). With the
+    archive, ``PYSPARK_SUBMIT_ARGS`` carries the driver's options, which ``spanning`` then leaves as given: for
+    ``stream`` sides they also carry the collector that ``spanning stream`` takes (``session.compiler_options``)."""
     from spark_jobs.session import driver_memory
 
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -86,6 +88,10 @@ def process_env(archive: bool) -> dict:
         options = driver_options(check_java())
         if not options:
             raise SystemExit("--archive on: no class archive (python -m spark_jobs.class_archive builds it)")
+        if stream:
+            from spark_jobs.session import compiler_options, spark_defaults
+
+            options += compiler_options(check_java(), False, True, env, spark_defaults())
         env["PYSPARK_SUBMIT_ARGS"] = submit_args(options)  # the script's JVM maps it as spanning run's does
     else:
         env["SPANNING_CLASS_ARCHIVE"] = "off"

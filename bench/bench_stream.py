@@ -209,7 +209,7 @@ def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: i
 
     from spanning.app.jobspec import parse_duration as d
 
-    env, ttp = process_env(archive), d(QUERY["ttp"])
+    env, ttp = process_env(archive, stream=True), d(QUERY["ttp"])
     print("| ω/β (windows per event) | side | seconds (min-max) | script s / ours s, rounds (min-max) "
           "| ours s / floor s | windows written | late (ours) or rows dropped (script) |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")

@@ -9,8 +9,8 @@ trails the latest window start by ``range + ttp``, so a window is final about wh
 releases it. Rows behind the watermark are dropped without a word; the script writes their number, the rows
 read and each trigger's seconds to ``OUTPUT/stats.json`` (the windows are in ``OUTPUT/windows``). Used by
 ``bench/bench_stream.py --processes`` to time whole processes against ``spanning stream``, with the settings of
-spanning's session that are not the query's (one state partition per core, local files without Hadoop's checksum
-files). Like the command,
+spanning stream's session that are not the query's (one state partition per core, local files without Hadoop's
+checksum files, task results in their status messages, the throughput collector). Like the command,
 it does not stop Spark: the process exits and its JVM follows, so both are timed the same way.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 
@@ -51,11 +52,14 @@ def main() -> None:
     parser.add_argument("--ttp", type=int, required=True)
     parser.add_argument("--no-key", action="store_true", help="windows over all calls, not per cell")
     args = parser.parse_args()
-    from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES, THROUGHPUT_GC
+    from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES, check_java, compiler_options, spark_defaults
 
     builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
     # as spanning stream's session: local files without checksum files, direct task results, the throughput collector
-    builder = builder.config("spark.driver.extraJavaOptions", THROUGHPUT_GC)
+    # where the environment chooses none (with bench_stream's --archive on, PYSPARK_SUBMIT_ARGS carries it instead)
+    collector = compiler_options(check_java(), False, True, os.environ, spark_defaults())
+    if collector:
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(collector))
     spark = builder.config(map={**RAW_LOCAL_FILES, **LOCAL_DIRECT_RESULTS}).getOrCreate()
     # as spanning stream sets them: one state partition per core
     spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))

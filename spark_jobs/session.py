@@ -126,16 +126,24 @@ def unless_spark_defaults(settings: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in settings.items() if not _sets(text, key)}
 
 
-def compiler_options(java_version: str, quick_compiler: bool, throughput_gc: bool, environ: Mapping[str, str]) -> list:
+def compiler_options(java_version: str, quick_compiler: bool, throughput_gc: bool, environ: Mapping[str, str],
+                     defaults: str = "") -> list[str]:  # fmt: skip
     r"""The driver JVM's compiler and collector options (``get_session``), on HotSpot only. The collector is left
-    to the JVM where ``environ``'s ``JAVA_TOOL_OPTIONS`` or ``JDK_JAVA_OPTIONS`` choose one: a second choice would
-    stop the JVM at its start.
+    to the JVM where the JVM options that spark-submit and the JVM gather elsewhere choose one (a second choice
+    stops the JVM at its start): ``environ``'s ``JAVA_TOOL_OPTIONS``, ``JDK_JAVA_OPTIONS``, ``_JAVA_OPTIONS`` and
+    ``SPARK_SUBMIT_OPTS``, and ``spark.driver.defaultJavaOptions`` or ``spark.driver.extraJavaOptions`` in the text
+    of spark-defaults.conf (``defaults``). A choice in ``conf/spark-env.sh`` or ``conf/java-opts`` is not seen.
 
-    >>> compiler_options('openjdk version "17.0.9"\nOpenJDK 64-Bit Server VM', True, True, {})
+    >>> hotspot = 'openjdk version "17.0.9"\nOpenJDK 64-Bit Server VM'
+    >>> compiler_options(hotspot, True, True, {})
     ['-XX:TieredStopAtLevel=1', '-XX:+UseParallelGC']
-    >>> compiler_options('openjdk version "17.0.9"\nOpenJDK 64-Bit Server VM', False, True,
-    ...                  {"JDK_JAVA_OPTIONS": "-Xss2m -XX:+UseZGC", "JAVA_TOOL_OPTIONS": "-XX:+UseCompressedOops"})
+    >>> compiler_options(hotspot, False, True, {"JDK_JAVA_OPTIONS": "-Xss2m -XX:+UseZGC",
+    ...                                         "JAVA_TOOL_OPTIONS": "-XX:+UseCompressedOops -XX:+UseGCOverheadLimit"})
     []
+    >>> [compiler_options(hotspot, False, True, {name: "-XX:+UseSerialGC"}) for name in ("JAVA_TOOL_OPTIONS",
+    ...  "_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS")], compiler_options(hotspot, False, True, {}, "x 1\n"
+    ...  "spark.driver.defaultJavaOptions -XX:-UseParallelGC -XX:+UseShenandoahGC")
+    ([[], [], []], [])
     >>> compiler_options('openjdk version "17.0.9"\nEclipse OpenJ9 VM', True, True, {})
     []
     """
@@ -144,8 +152,12 @@ def compiler_options(java_version: str, quick_compiler: bool, throughput_gc: boo
     if not class_archive.is_hotspot(java_version):
         return []
     options = [QUICK_COMPILER_ONLY] if quick_compiler else []
-    given = " ".join(environ.get(name, "") for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"))
-    if throughput_gc and re.search(r"-XX:\+Use\w*GC\b", given) is None:
+    names = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS")
+    given = [environ.get(name, "") for name in names] + [
+        line for line in defaults.splitlines()
+        if re.match(r"\s*spark\.driver\.(default|extra)JavaOptions\b", line)
+    ]  # fmt: skip
+    if throughput_gc and re.search(r"-XX:[+-]Use\w*GC\b", " ".join(given)) is None:
         options.append(THROUGHPUT_GC)
     return options
 
@@ -213,10 +225,10 @@ def get_session(
     with the job for the cores (``docs/BENCHMARKS.md``). On ``local-cluster`` the executors' JVMs take it too.
 
     With ``throughput_gc`` (``spanning stream``) the driver's JVM takes the throughput collector
-    (``THROUGHPUT_GC``) in place of G1, unless ``JAVA_TOOL_OPTIONS`` or ``JDK_JAVA_OPTIONS`` chooses a collector.
+    (``THROUGHPUT_GC``) in place of G1, unless the JVM options given elsewhere choose one (``compiler_options``).
     A stream's driver allocates each batch's rows as Arrow (16.8 MB for 100k rows) and drops them: G1's concurrent
-    marking took 0.5-0.65 s of CPU over ten such batches. Sustained, 100k rows a trigger, 15m/1m: 167-184k events/s
-    against 143-168k, a batch's p95 latency 0.87-0.94 s against 0.98-1.01 s, three alternating pairs; ``spanning
+    marking took 0.5-0.65 s of CPU over ten such batches. Sustained, 100k rows a trigger, 15m/1m: 168-184k events/s
+    against 144-168k, a batch's p95 latency 0.87-0.94 s against 0.98-1.01 s, three alternating pairs; ``spanning
     run`` over 30M rows showed no difference either way (2026-11-28, docs/STREAMING.md).
     """
     java_version = check_java()
@@ -242,7 +254,7 @@ def get_session(
         temp = jvm_temp_folder()
         options = ([] if verbose else [quiet_log_option()]) + class_archive.driver_options(java_version)
         options.append(f"-Djava.io.tmpdir={temp}")
-        options += compiler_options(java_version, quick_compiler, throughput_gc, os.environ)
+        options += compiler_options(java_version, quick_compiler, throughput_gc, os.environ, spark_defaults())
     if options:  # for this launch only: a later session of this process chooses its own
         os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args(options, driver_memory())
     from pyspark import SparkConf
