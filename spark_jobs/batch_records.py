@@ -27,11 +27,10 @@ holds, so a record file left behind by a crash in between is not counted twice.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.bucket_store import Version
+from spark_jobs.bucket_store import Version, write_whole
 
 __all__ = ["BatchRecords", "COUNTED", "KEPT", "save_json"]
 
@@ -109,6 +108,4 @@ def _larger(a: int | None, b: int | None) -> int | None:
 
 def save_json(path: Path, content: dict) -> None:
     """``content`` as JSON at ``path``, whole: written under a hidden name, then renamed."""
-    temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(json.dumps(content, indent=1))
-    os.replace(temp, path)
+    write_whole(path, lambda temp: temp.write_text(json.dumps(content, indent=1)))

@@ -30,6 +30,7 @@ two copies of one checkpoint run in one process could take each other's state.)
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -99,10 +100,7 @@ class BucketStore:
 
     def _write(self, kind: str, version: int, data: bytes) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        target = self._path(kind, version)
-        temp = self.folder / f".{target.name}.{os.getpid()}.tmp"
-        temp.write_bytes(data)
-        os.replace(temp, target)
+        write_whole(self._path(kind, version), lambda temp: temp.write_bytes(data))
 
     def _remove_before(self, version: int) -> None:
         """The files of versions before ``version`` (and temporaries a killed worker left of them)."""
@@ -113,3 +111,12 @@ class BucketStore:
                 continue
             if written < version:
                 path.unlink(missing_ok=True)
+
+
+def write_whole(path: Path, write: Callable[[Path], object]) -> None:
+    """A checkpoint file whole or not at all: ``write`` writes it under a hidden name beside ``path``
+    (``.NAME.PID.tmp``: Spark's file sources skip hidden files, and ``BucketStore`` reads the version in such a
+    name), then it is renamed."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write(temp)
+    os.replace(temp, path)

@@ -66,7 +66,7 @@ from spanning.app.progress import Progress
 from spanning.app.stream_command import JOB_FILE, StreamOptions
 from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, ColumnStats, text_stats, tzinfo
 from spark_jobs.batch_records import BatchRecords, save_json
-from spark_jobs.bucket_store import STORE_FOLDER, Version
+from spark_jobs.bucket_store import STORE_FOLDER, Version, write_whole
 from spark_jobs.prepare import (
     REASON,
     KindCounts,
@@ -424,12 +424,12 @@ class BatchWriter:
         """A batch's rows in ``PENDING_FOLDER`` as an Arrow file, whole (written under a hidden name, then renamed)."""
         import pyarrow as pa
 
+        def write(temp: Path) -> None:
+            with pa.OSFile(str(temp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as file:
+                file.write_table(rows)
+
         self.pending.mkdir(parents=True, exist_ok=True)
-        kept = self._kept(batch_id)
-        temp = kept.with_name(f".{kept.name}.tmp")
-        with pa.OSFile(str(temp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as file:
-            file.write_table(rows)
-        os.replace(temp, kept)
+        write_whole(self._kept(batch_id), write)
 
     def _kept(self, batch_id: int) -> Path:
         """Where a batch's rows are kept until it is written."""
@@ -581,9 +581,7 @@ class BatchWriter:
 
 def _control_file(folder: Path, name: str, rows: list[dict]) -> None:
     """A control file, whole when the control stream sees it (written under a hidden name, then renamed)."""
-    temp = folder / f".{name}.tmp"
-    temp.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    os.replace(temp, folder / name)
+    write_whole(folder / name, lambda temp: temp.write_text("".join(json.dumps(row) + "\n" for row in rows)))
 
 
 class IdleFlush:
