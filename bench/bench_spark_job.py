@@ -3,6 +3,7 @@
     python bench/bench_spark_job.py --processes --rows 30000000 --keys hot,none,uniform --floor   # issue 30's table
     python bench/bench_spark_job.py --processes --archive on     # the driver's class archive on both sides
     python bench/bench_spark_job.py --timeline 900/60 --keys hot # where one process's time goes, both commands
+    python bench/bench_spark_job.py --processes --rows 30000000 --csv-files 1 --shapes 900/60 --floor  # one CSV file
     python bench/bench_spark_job.py                              # one Spark session, job and SQL interleaved
 
 With ``--processes`` (how a user times it) each round starts ``spanning run``, the hand-written script
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from spark_jobs.peers import AGG_SETS, cdr_file, integer_cdr_file, spark_vs_sql
+from spark_jobs.peers import AGG_SETS, cdr_file, integer_cdr_csv, integer_cdr_file, spark_vs_sql
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,27 +46,30 @@ HERE = Path(__file__).resolve().parent
 KEY_SHAPES = ("zipf", "hot", "none", "uniform")  # the cells of the integer CDRs (--keys); none: a query without --key
 
 
-def dataset(data: str, rows: int, keys: str) -> Path:
+def dataset(data: str, rows: int, keys: str, csv_files: int = 0) -> Path:
     """The Parquet file of ``data`` ("int": integer cells shaped by ``keys``; "text": the generator's text cells).
     "zipf" is 7 days of 200 Zipf cells; "hot", "none" and "uniform" are 60 hours of one hot cell among 200 (the
     same file, "none" queried without a key) or of 10,000 even cells (``spark_jobs.peers.integer_cdr_frame``)."""
     if data == "text":
         return cdr_file(rows)
+    if csv_files:
+        return integer_cdr_csv(rows, "uniform" if keys == "uniform" else "hot", 60, csv_files)
     if keys == "zipf":
         return integer_cdr_file(rows)
     return integer_cdr_file(rows, "uniform" if keys == "uniform" else "hot", hours=60)
 
 
 def _commands(path: Path, out: Path, range_: int, slide: int, aggs: list[str], keyed: bool = True,
-              plan: str = "auto") -> dict:  # fmt: skip
+              plan: str = "auto", ttp: str = "7d") -> dict:  # fmt: skip
     """``spanning run``, the hand-written script and the floor over ``path``, each writing Parquet under ``out``."""
+    csv = path.suffix == ".csv" or path.is_dir()
     run = [sys.executable, "-m", "spanning.cli", "run", str(path), "--range", str(range_), "--slide", str(slide),
-           "--ttp", "7d", "--start", "start", "--end", "end", *(["--key", "cell"] if keyed else []),
+           "--ttp", ttp, "--start", "start", "--end", "end", *(["--key", "cell"] if keyed else []),
            *[x for a in aggs for x in ("--agg", a)], "--output", str(out / "run"), "--overwrite",
            "--plan", plan]  # fmt: skip
     script = [sys.executable, str(HERE / "sql_explode_job.py"), str(path), str(out / "sql"), "--range", str(range_),
               "--slide", str(slide), *(["--max"] if "max:duration" in aggs else []),
-              *([] if keyed else ["--no-key"])]  # fmt: skip
+              *([] if keyed else ["--no-key"]), *(["--csv"] if csv else [])]  # fmt: skip
     floor = [*script[:3], str(out / "floor"), *script[4:], "--floor"]
     return {"run": run, "sql": script, "floor": floor}
 
@@ -120,7 +124,8 @@ def _same_windows(out: Path, aggs: list[str], keyed: bool = True) -> int:
     frames = []
     for name in ("run/windows", "sql"):  # the script writes Spark's default INT96 times, read without a zone
         frame = pd.read_parquet(out / name, columns=columns)
-        frame["window_start"] = pd.to_datetime(frame["window_start"], utc=True).astype("datetime64[us, UTC]")
+        unit = "s" if frame["window_start"].dtype.kind == "i" else None  # CSV input: epoch seconds, as read
+        frame["window_start"] = pd.to_datetime(frame["window_start"], utc=True, unit=unit).astype("datetime64[us, UTC]")
         frames.append(frame.sort_values(order).reset_index(drop=True))
     try:
         pd.testing.assert_frame_equal(*frames, check_dtype=False)
@@ -141,23 +146,25 @@ def ratio_spread(ours: list[float], theirs: list[float]) -> str:
 
 
 def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: list[str], shapes: list,
-              agg_sets: dict, floor: bool, plan: str = "auto") -> None:  # fmt: skip
+              agg_sets: dict, floor: bool, plan: str = "auto", csv_files: int = 0,
+              ttp: str = "7d") -> None:  # fmt: skip
     """Whole processes, interleaved, the order turning each round (run, script, floor; script, floor, run; ...):
     ``spanning run`` against the standalone SQL script, each with the driver's class archive (``archive``) or both
     without it; the first round's windows compared."""
     out = Path(tempfile.mkdtemp(prefix="spanning-bench-proc-"))
     env = process_env(archive)
-    print(f"{rows:,} CDRs (Parquet), whole processes, {repeat} interleaved pairs, {os.cpu_count()} cores, "
+    form = "Parquet" if not csv_files else f"CSV, {csv_files} file{'s' if csv_files > 1 else ''}"
+    print(f"{rows:,} CDRs ({form}), TTP {ttp}, whole processes, {repeat} interleaved pairs, {os.cpu_count()} cores, "
           f"class archive {'on' if archive else 'off'} on both sides; ratio = script s / spanning run s")  # fmt: skip
     print("| data | keys | ω/β | aggregates | plan (windows/event) | spanning run s (min-max) | script s (min-max) "
           "| script/run, median of pairs (min-max) |" + (" floor s (min-max) | run/floor |" if floor else ""))
     print("|---|---|---|---|---|---|---|---|" + ("---|---|" if floor else ""))
     for data in datasets:
         for shape in keys if data == "int" else ["zipf"]:
-            path = dataset(data, rows, shape)
+            path = dataset(data, rows, shape, csv_files)
             for range_, slide in shapes:
                 for name, aggs in agg_sets.items():
-                    commands = _commands(path, out, range_, slide, aggs, keyed=shape != "none", plan=plan)
+                    commands = _commands(path, out, range_, slide, aggs, keyed=shape != "none", plan=plan, ttp=ttp)
                     labels = ["run", "sql", *(["floor"] if floor else [])]
                     times = {label: [] for label in labels}
                     for round_ in range(repeat):  # the order turns each round: run, sql, floor; sql, floor, run...
@@ -260,6 +267,9 @@ def main() -> None:
                         f"list of {', '.join(KEY_SHAPES)} (default hot)")  # fmt: skip
     parser.add_argument("--shapes", default="900/300,900/60,3600/60", help="ω/β pairs in seconds (--processes)")
     parser.add_argument("--plan", default="auto", help="--processes: spanning run's --plan (default auto)")
+    parser.add_argument("--csv-files", type=int, default=0, metavar="N",
+                        help="--processes: the integer CDRs as N CSV files (epoch seconds), read by both sides")
+    parser.add_argument("--ttp", default="7d", help="--processes: spanning run's --ttp (default 7d: none late)")
     parser.add_argument("--floor", action="store_true", help="--processes: also time the floor (read, group by cell)")
     parser.add_argument("--both-agg-sets", action="store_true",
                         help="--processes: count + sum too, not only count + sum + max")  # fmt: skip
@@ -278,7 +288,7 @@ def main() -> None:
         agg_sets = AGG_SETS if args.both_agg_sets else {"count+sum+max": AGG_SETS["count+sum+max"]}
         shapes = [tuple(int(x) for x in pair.split("/")) for pair in args.shapes.split(",")]
         processes(args.rows, args.repeat, args.archive == "on", datasets, keys, shapes, agg_sets, args.floor,
-                  args.plan)
+                  args.plan, args.csv_files, args.ttp)
         return
     records, agreement = spark_vs_sql(args.rows, args.repeat, lambda m: None, args.master, sink=args.sink)
     print(f"{args.rows:,} CDRs, {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "

@@ -3,6 +3,7 @@
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 [--max] [--no-key] [--floor]
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --distinct sketch
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --traffic
+    python bench/sql_explode_job.py CDR.csv OUTPUT --range 900 --slide 60 --csv
 
 Reads the Parquet CDRs (start and end timestamps, cell, bytes, duration), writes Parquet. Used by
 ``bench/bench_spark_job.py --processes`` to time whole processes against ``spanning run``, and by
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES  # spanning's session's, not SQL's
 
@@ -46,6 +48,8 @@ def main() -> None:
     parser.add_argument("--traffic", action="store_true", help="count, occupancy and Erlangs (clipped explode)")
     parser.add_argument("--join-cells", type=int, default=0, metavar="N",
                         help="read the calls joined with a table of N cells (ids 0..N-1) and filtered on it")
+    parser.add_argument("--csv", action="store_true", help="the input is CSV (cell, start, end as epoch seconds,"
+                        " bytes, duration), read by Spark's reader with a schema")  # fmt: skip
     parser.add_argument("--partitions", type=int, help="spark.sql.shuffle.partitions (default: 2 per core, as"
                         " spanning run)")  # fmt: skip
     args = parser.parse_args()
@@ -59,7 +63,12 @@ def main() -> None:
     partitions = args.partitions or 2 * spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.sparkContext.setLogLevel("ERROR")
-    calls = spark.read.parquet(args.input)
+    if args.csv:  # CDRs as a switch exports them (spark_jobs.peers.integer_cdr_csv): epoch seconds, read with a schema
+        calls = spark.read.schema("cell long, start long, `end` long, bytes long, duration double")
+        calls = calls.option("header", True).csv(args.input)
+        calls = calls.withColumns({c: F.timestamp_seconds(c) for c in ("start", "end")})
+    else:
+        calls = spark.read.parquet(args.input)
     if args.join_cells:  # not a plain scan: each call joined with a table of cells (bench/bench_spark_api.py)
         calls = calls.join(spark.range(args.join_cells).selectExpr("id AS cell", "id % 7 AS region"), "cell")
         calls = calls.where("region >= 0").drop("region")

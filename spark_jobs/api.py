@@ -222,15 +222,16 @@ def plain_parquet_files(df: DataFrame) -> Any:
 
 
 def computed(spark: SparkSession, df: DataFrame, cfg: RunConfig, inputs: Any = None,
-             workers_warming: bool = False) -> Computed:
+             workers_warming: bool = False, side_outputs: bool = False) -> Computed:
     """The batch job of ``cfg`` over ``df`` (``run.compute``) under the job's settings, the engine shipped.
     ``inputs``: the files ``df`` reads, where the caller knows them (``spanning run``); else found from ``df``.
-    ``workers_warming``: the caller has started the Python workers' warm-up (``run.warm_vector_workers``)."""
+    ``workers_warming``: the caller has started the Python workers' warm-up (``run.warm_vector_workers``).
+    ``side_outputs``: the caller writes the outputs windows first (``run.compute``)."""
     ship_engine(spark)
     with job_settings(spark, {ZONE: cfg.events.timezone, ANSI: "false"}):
         if inputs is None:
             inputs = plain_parquet_files(df)
-        return compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming)
+        return compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs)
 
 
 class BatchResult:

@@ -79,6 +79,38 @@ def integer_cdr_file(rows: int, keys: str = "zipf", hours: int = 7 * 24) -> Path
     return path
 
 
+def integer_cdr_csv(rows: int, keys: str = "hot", hours: int = 60, files: int = 1) -> Path:
+    """``integer_cdr_file``'s calls as CSV, as a switch exports them: epoch seconds for the times, no quoted field,
+    in ``files`` files of equal rows (one file, or a folder of them), cached in the temp folder."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    source = integer_cdr_file(rows, keys, hours)
+    path = source.with_name(f"{source.stem}.csv" if files == 1 else f"{source.stem}-{files}-files")
+    if path.exists():
+        return path
+    table = pq.read_table(source)
+    seconds = {c: pc.divide(pc.cast(table[c], pa.int64()), 1_000_000) for c in ("start", "end")}
+    table = pa.table({"cell": table["cell"], **seconds, "bytes": table["bytes"], "duration": table["duration"]})
+    temp = path.with_name(path.name + ".part")
+    shutil.rmtree(temp, ignore_errors=True)
+    temp.mkdir()
+    each = -(-rows // files)
+    for i in range(files):
+        with open(temp / f"calls-{i:04d}.csv", "wb") as handle:
+            handle.write(b"cell,start,end,bytes,duration\n")  # the writer's header would quote the names
+            pa_csv.write_csv(table.slice(i * each, each), handle,
+                             pa_csv.WriteOptions(include_header=False, quoting_style="none"))
+    if files == 1:
+        (temp / "calls-0000.csv").rename(path)
+        temp.rmdir()
+    else:
+        temp.rename(path)  # complete or absent
+    return path
+
+
 def integer_cdr_frame(
     rows: int, seed: int, keys: str = "zipf", hours: int = 7 * 24
 ) -> tuple[pd.DataFrame, np.random.Generator, np.ndarray]:

@@ -140,8 +140,10 @@ def groups_by_its_key(prepared: Prepared) -> bool:
     return len(prepared.key_types) == 1 and isinstance(prepared.key_types[0], INTEGRAL)
 
 
-def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSample | None) -> Choice:
-    """The plan for ``cfg``: ``--plan`` if given, else by the aggregates and the windows per event."""
+def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSample | None,
+                csv_read: bool = False) -> Choice:  # fmt: skip
+    """The plan for ``cfg``: ``--plan`` if given, else by the aggregates and the windows per event. ``csv_read``:
+    vector's tasks can read the local CSV files in byte ranges (``spark_jobs.csv_read.csv_plan``)."""
     needs_python, plan = python_only(cfg), cfg.spark.plan
     per_window = cfg.query.per_window_aggregates
     ids = not groups_by_its_key(prepared)  # whether a JVM plan groups by key ids
@@ -174,6 +176,10 @@ def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSam
     if vectorisable and read_plan(prepared, cfg) is not None and (prepared.input_bytes or 0) >= READ_SIDE_FROM:
         return Choice("vector", "plain Parquet columns: each task reads its row groups and reduces them to window"
                       " partials with the compiled kernel, whatever the windows per event", per_event)  # fmt: skip
+    if vectorisable and csv_read and (prepared.input_bytes or 0) >= READ_SIDE_FROM:
+        return Choice("vector", "local CSV files: each task reads its byte ranges, types them by the counts of the"
+                      " first pass and reduces them to window partials with the compiled kernel, whatever the"
+                      " windows per event", per_event)  # fmt: skip
     if per_event is None:
         return Choice("explode", "a small input (no sample measured): the explode is never far from the best")
     if vectorisable and per_event >= VECTOR_FROM:
@@ -468,9 +474,22 @@ def parquet_window_job(spark, prepared: Prepared, cfg: RunConfig, plan: ReadPlan
     """The windows of ``vector`` where the tasks read the Parquet row groups themselves (``read_plan``).
 
     Each task reduces its row groups to partials per (key, window) and counts with
-    ``spanning.engines.parquet_partials`` (no row enters the JVM); the partials merge per (key, window) and are
-    lowered as ``jvm_window_job``'s, and ``counts`` observes the rows read, rejected and late on the way.
+    ``spanning.engines.parquet_partials`` (no row enters the JVM); see ``read_side_job``.
     """
+    cores = spark.sparkContext.defaultParallelism
+    groups = []
+    for path in prepared.inputs.files:
+        meta = pq.ParquetFile(path).metadata
+        groups += [(path, g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
+    return read_side_job(spark, prepared, cfg, pieces(groups, cores, CHUNK_ROWS), plan, counts)
+
+
+def read_side_job(spark, prepared: Prepared, cfg: RunConfig, work: list[tuple], plan, counts: Observation,
+                  partials_of: Callable | None = None) -> DataFrame:  # fmt: skip
+    """The windows of ``vector`` where the tasks read the input themselves, a share of ``work``'s pieces each:
+    ``partials_of(*piece, plan)`` yields each piece's partials and counts (``parquet_partials.row_group_partials``
+    unless given). The partials merge per (key, window) and are lowered as ``jvm_window_job``'s, and ``counts``
+    observes the rows read, rejected and late on the way."""
     keys = prepared.keys
     outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     parts, columns = _partials(outputs, prepared, cfg.query)  # the same columns as ``plan.partials``
@@ -481,24 +500,19 @@ def parquet_window_job(spark, prepared: Prepared, cfg: RunConfig, plan: ReadPlan
     ])  # fmt: skip
     arrow_schema = to_arrow_schema(schema)
     cores = spark.sparkContext.defaultParallelism
-    groups = []
-    for path in prepared.inputs.files:
-        meta = pq.ParquetFile(path).metadata
-        groups += [(path, g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
-    work = pieces(groups, cores, CHUNK_ROWS)
 
-    def partials_of_row_groups(batches):  # runs on the executors: pyarrow and numpy only
+    def partials_of_pieces(batches):  # runs on the executors: pyarrow and numpy only
         from spanning.engines.parquet_partials import task_batches
 
         mine = [work[piece] for batch in batches for piece in batch.column(0).to_pylist()]
-        yield from task_batches(mine, plan, arrow_schema)
+        yield from task_batches(mine, plan, arrow_schema, partials_of=partials_of)
 
     # a few pieces a task, TASKS_PER_CORE tasks a core: each task costs 0.3-0.5 s of its own besides its pieces
     # (measured 2026-11-27 on 30M rows, 30 tasks of one piece: the gap between one task's last batch and the
     # next task's start), and pieces of one size keep the cores even
     tasks = max(min(len(work), TASKS_PER_CORE * cores), 1)
     ids = spark.range(len(work), numPartitions=tasks).select(F.col("id").alias("_piece"))
-    partials = ids.mapInArrow(partials_of_row_groups, schema).observe(
+    partials = ids.mapInArrow(partials_of_pieces, schema).observe(
         counts, *[F.coalesce(F.sum(c), F.lit(0)).alias(c[1:]) for c in COUNTS]
     )
     windowed = partials.where(F.col(K).isNotNull()).drop(*COUNTS)

@@ -531,10 +531,12 @@ def load(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None = None) -> P
     return prepare_frame(read_input(spark, inputs), cfg, inputs)
 
 
-def prepare_frame(frame: DataFrame, cfg: RunConfig, inputs: Inputs | None = None) -> Prepared:
+def prepare_frame(frame: DataFrame, cfg: RunConfig, inputs: Inputs | None = None,
+                  column_stats: Callable[[str, bool], ColumnStats | None] | None = None) -> Prepared:  # fmt: skip
     """Prepare every row of ``frame`` (the reader contract); ``inputs``: the files ``frame`` is a plain read of
-    (``read_input``), whose footers and sizes the plans may use, or None for any other DataFrame."""
-    kinds = KindCounts(lambda rows=frame: rows, column_stats=local_csv_stats(inputs))
+    (``read_input``), whose footers and sizes the plans may use, or None for any other DataFrame. ``column_stats``:
+    the counts of the input's columns made already (``KindCounts``; ``spark_jobs.csv_read.count_csv``)."""
+    kinds = KindCounts(lambda rows=frame: rows, column_stats=column_stats or local_csv_stats(inputs))
     prepared = prepare(frame, cfg, csv=inputs is not None and inputs.format == "csv", kinds=kinds)
     # a DataFrame of the caller's is recomputed rather than cached, as Parquet is (they may cache it themselves)
     prepared.columnar = inputs is None or inputs.format == "parquet"

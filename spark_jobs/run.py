@@ -26,6 +26,14 @@ from spanning.app.progress import Progress
 from spanning.engines.reader import CHRONONS_PER_SECOND
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import window_labels
+from spark_jobs.csv_read import (
+    CSV_MODULES,
+    count_csv,
+    csv_plan,
+    csv_reads_itself,
+    csv_times_sample,
+    csv_window_job,
+)
 from spark_jobs.plans import (
     MAX_KEY_IDS,
     Choice,
@@ -49,6 +57,7 @@ from spark_jobs.prepare import (
     events,
     load,
     local_input_bytes,
+    parquet_footer_schema,
     parquet_key_values,
     parquet_times_sample,
     prepare_frame,
@@ -56,8 +65,9 @@ from spark_jobs.prepare import (
     read_input,
 )
 from spark_jobs.session import get_session, ship_engine, starting, warm_python_workers
+from spark_jobs.side_rows import SideRows
 from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
-from spark_jobs.worker_parquet import write_in_workers, writes_in_workers
+from spark_jobs.worker_parquet import LOCAL_MASTERS, write_in_workers, writes_in_workers
 
 VECTOR_MODULES = ("numpy", "pyarrow", "pyarrow.parquet", "spanning.engines.parquet_partials",
                   "spanning.kernels.compiled")  # what vector's tasks import: the warm-up loads them (and the kernel)
@@ -108,6 +118,11 @@ class Computed(NamedTuple):
     # count is then among ``counts``) needs no pass when there are none
     persisted: tuple[DataFrame, ...] = ()  # cached for the job's passes: ``release`` drops them after the writes
     rows: DataFrame | None = None  # every prepared row, with its reason (null for an event)
+    side: SideRows | None = None  # late (and rejected) rows that the windows' tasks wrote, when they read the input
+
+    def output(self, name: str) -> DataFrame:
+        """The frame of output ``name`` (windows, late, rejected), once the outputs before it are written."""
+        return self.side.frame(name) if self.side is not None and self.side.carries(name) else getattr(self, name)
 
 
 def release(job: Computed) -> None:
@@ -115,17 +130,31 @@ def release(job: Computed) -> None:
     session over the same path (rewritten since) would otherwise read the old rows from the cache."""
     for frame in job.persisted:
         frame.unpersist()
+    if job.side is not None:
+        job.side.remove()
 
 
 def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFrame | None = None,
-            workers_warming: bool = False) -> Computed:
+            workers_warming: bool = False, side_outputs: bool = False) -> Computed:
     """The windows, late events and rejected rows of ``cfg`` as lazy DataFrames, with the plans chosen.
 
     The rows are ``cfg``'s input files, or ``frame`` (any DataFrame, ``spark_jobs.api``), which ``inputs`` names
     the files of when it is a plain read of them (``read_input``): the Parquet footers then serve the plans.
     ``workers_warming``: the caller has started the Python workers' warm-up (``warm_vector_workers``).
+    ``side_outputs``: the caller writes the outputs in order, windows first (``_write_outputs``), so that tasks
+    reading the input may write the late and rejected rows as they go (``Computed.output``, ``SideRows``), on a
+    local master; a ``BatchResult``'s frames are lazy and taken in any order, so the API's are not.
     """
-    prepared = load(spark, cfg, inputs) if frame is None else prepare_frame(frame, cfg, inputs)
+    master = spark.sparkContext.master
+    side = SideRows(spark) if side_outputs and (master == "local" or master.startswith(LOCAL_MASTERS)) else None
+    csv_counts = None  # local CSV files that vector's tasks read in byte ranges: their first pass's counts
+    if side is not None and frame is not None and csv_reads_itself(spark, cfg, inputs):
+        csv_counts = count_csv(spark, cfg, inputs)
+        if csv_counts.ambiguous:  # a range may have cut a record (a quoted field): the files are read whole
+            csv_counts = None
+    column_stats = None if csv_counts is None else csv_counts.column_stats
+    prepared = load(spark, cfg, inputs) if frame is None else prepare_frame(frame, cfg, inputs, column_stats)
+    csv_reads = None if csv_counts is None else csv_plan(prepared, cfg, csv_counts, side.folder)
     persisted = []
     if not prepared.columnar:  # parsing text costs more than caching it; a Parquet scan costs less
         prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
@@ -140,9 +169,12 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     specs = [replace(cfg, query=query.one_window(s)) for s in query.specs] if query.windows else [cfg]
     small = prepared.input_bytes is not None and prepared.input_bytes < SMALL_INPUT  # no pass to measure it
     measured = parquet_times_sample(prepared.inputs, cfg.events, PLAN_SAMPLE)  # on the driver: no Spark job
+    if measured is None and csv_reads is not None:
+        measured = csv_times_sample(csv_reads, csv_counts)  # on the driver: no Spark job
     if measured is None:
         measured = events(prepared, "first").select(START, END).limit(PLAN_SAMPLE)
-    choices = [choose_plan(spec, prepared, None if small or python_only(cfg) else measured) for spec in specs]
+    choices = [choose_plan(spec, prepared, None if small or python_only(cfg) else measured, csv_reads is not None)
+               for spec in specs]  # fmt: skip
     if prepared.inputs is None and not persisted and any(c.plan == "python" for c in choices):
         # the Python plan's late rows are joined back by arrival number: a caller's DataFrame (a join, say) need
         # not give its rows the same numbers twice, so its prepared rows are cached for the job's passes
@@ -158,12 +190,20 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
         ids = key_ids(events(prepared, "first"), prepared.keys, known)
 
     if any(c.plan == "vector" for c in choices) and not workers_warming:
-        warm_python_workers(spark, VECTOR_MODULES)
+        warm_python_workers(spark, VECTOR_MODULES + (CSV_MODULES if csv_reads is not None else ()))
+    carried = []  # the outputs whose rows the tasks write into the side folder
 
     def window_part(spec: RunConfig, choice: Choice) -> DataFrame:
+        if csv_reads is not None and choice.plan == "vector" and counted_by_windows:  # the tasks read byte ranges
+            choice.reads_input = True
+            carried.extend(["late", "rejected"])
+            return csv_window_job(spark, prepared, spec, csv_reads, csv_counts, counts)
         reads = read_plan(prepared, spec) if choice.plan == "vector" and counted_by_windows else None
         if reads is not None:  # the tasks read the Parquet row groups: no row enters the JVM
             choice.reads_input = True
+            if side is not None and parquet_footer_schema(prepared.inputs) is not None:  # late rows as Spark reads
+                reads = replace(reads, side=side.folder)
+                carried.append("late")
             return parquet_window_job(spark, prepared, spec, reads, counts)
         if choice.plan == "python":
             return window_job(events(prepared, query.series_start, observe), prepared, spec,
@@ -207,8 +247,13 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     if not counted_by_windows:  # every row passes here once, on its way to rejected/ or not
         rejected = rejected.observe(counts, F.count(F.lit(1)).alias("read"), F.count(REASON).alias("rejected"))
     rejected = rejected.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
+    if side is not None and carried:
+        side.schemas = {name: {"late": late_events, "rejected": rejected}[name].schema for name in carried}
+    elif side is not None:  # no task writes there: the job's own frames serve
+        side.remove()
+        side = None
     return Computed(counts, windows, late_events, rejected, choices, counted_by_windows, tuple(persisted),
-                    prepared.rows)
+                    prepared.rows, side)
 
 
 EMPTY_RELATION = "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation"
@@ -273,7 +318,7 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
         progress("reading the input and planning the windows")
         from spark_jobs.api import computed  # the job of spanning.spark.aggregate, over the files as read
 
-        job = computed(spark, read_input(spark, inputs), cfg, inputs, warming)  # user mistakes show here, first
+        job = computed(spark, read_input(spark, inputs), cfg, inputs, warming, side_outputs=True)  # mistakes show here
         progress("computing and writing the windows, the rejected and the late rows")
         try:
             return _write_outputs(spark, cfg, job, began, few_windows=small_merge)
@@ -288,7 +333,7 @@ def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float, few_windo
         written = {}
         plans = [c.plan for c in job.choices]
         for name in ("windows", "rejected", "late"):
-            frame = getattr(job, name)
+            frame = job.output(name)
             if name != "windows" and job.counted_by_windows and job.counts.get.get(name) == 0:
                 # counted while windowing: none, so no pass over the input for them, and no Spark job to write
                 # a part with no rows: the driver writes it (the schema, or the header), as the local engine does

@@ -266,6 +266,23 @@ def _expected_windows(case: Case) -> pd.DataFrame:
     return out
 
 
+@pytest.fixture
+def csv_read_in_ranges(monkeypatch):
+    """``spanning run --engine spark`` reads even these small CSV files in byte ranges (``spark_jobs.csv_read``),
+    every few bytes a range of its own, so that records meet range boundaries everywhere."""
+    import spanning.engines.csv_partials as csv_partials
+    import spark_jobs.csv_read as csv_read
+    import spark_jobs.plans as plans
+
+    monkeypatch.setattr(csv_read, "READ_SIDE_FROM", 0)
+    monkeypatch.setattr(plans, "READ_SIDE_FROM", 0)
+    monkeypatch.setattr(csv_partials, "SMALLEST_PIECE", 7)
+
+
+def _reads_input(output: Path) -> bool:
+    return json.loads((output / "summary.json").read_text())["plans"][0]["reads_input"]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name.split(":")[0].split(",")[0] for c in CASES])
 def test_both_engines_and_the_api_agree(spark, tmp_path, case):
     inputs = _write(tmp_path / "in", case.files)
@@ -276,13 +293,8 @@ def test_both_engines_and_the_api_agree(spark, tmp_path, case):
         results[engine] = {part: _table(out / part) for part in ("windows", "rejected", "late")}
 
     local, spark_out = results["local"], results["spark"]
-    for part in ("windows", "rejected", "late"):  # the same columns with the same types
-        assert local[part].schema.names == spark_out[part].schema.names, part
-        assert [f.type for f in local[part].schema] == [f.type for f in spark_out[part].schema], part
+    _same_outputs(local, spark_out, case.key)
     order = [case.key, "window_start"]
-    assert _rows(local["windows"], order) == _rows(spark_out["windows"], order)
-    for part in ("rejected", "late"):
-        assert _rows(local[part], ["id"]) == _rows(spark_out[part], ["id"]), part
 
     expected = _expected_windows(case)  # the API over the events the contract says the file holds
     got = local["windows"].to_pandas()
@@ -293,6 +305,59 @@ def test_both_engines_and_the_api_agree(spark, tmp_path, case):
                                                                  rejected["reason"], strict=True)}  # fmt: skip
     assert got_reasons == case.rejected
     assert sorted(local["late"].to_pandas()["id"].tolist()) == expected.attrs["late_ids"]
+
+
+def _same_outputs(local: dict, spark_out: dict, key: str) -> None:
+    for part in ("windows", "rejected", "late"):  # the same columns with the same types
+        assert local[part].schema.names == spark_out[part].schema.names, part
+        assert [f.type for f in local[part].schema] == [f.type for f in spark_out[part].schema], part
+    order = [key, "window_start"]
+    assert _rows(local["windows"], order) == _rows(spark_out["windows"], order)
+    for part in ("rejected", "late"):
+        assert _rows(local[part], ["id"]) == _rows(spark_out[part], ["id"]), part
+
+
+READ_CASES = [c for c in CASES if all(name.endswith((".csv", ".parquet")) for name in c.files)]
+
+
+@pytest.mark.parametrize("case", READ_CASES, ids=[c.name.split(":")[0].split(",")[0] for c in READ_CASES])
+def test_inputs_read_by_the_tasks_give_the_local_engines_rows(spark, tmp_path, case, csv_read_in_ranges):
+    """The Spark job's tasks reading the input themselves (CSV byte ranges of 7 bytes and more, Parquet row
+    groups), and writing the late rows (and CSV's rejected rows) as they go, write what the local engine writes:
+    the same windows, late rows and rejected rows with their reasons and lines; or, where the tasks cannot read
+    (a quote in a CSV file, a query they do not compute), the general way's."""
+    inputs = _write(tmp_path / "in", case.files)
+    results = {}
+    for engine in ("local", "spark"):
+        out = tmp_path / engine
+        assert _run(engine, inputs, case.args, out) == 0, engine
+        results[engine] = {part: _table(out / part) for part in ("windows", "rejected", "late")}
+    _same_outputs(results["local"], results["spark"], case.key)
+    quoted = any(b'"' in content for content in case.files.values())
+    computed = not any(a.startswith(("argmax", "argmin", "p", "count_distinct")) for a in case.args)
+    if not quoted and computed:
+        assert _reads_input(tmp_path / "spark"), "the tasks read the byte ranges themselves"
+
+
+def test_malformed_records_met_in_byte_ranges_keep_their_lines(spark, tmp_path, csv_read_in_ranges):
+    """Records of too many or too few fields, blank lines and CRLF endings, read in byte ranges: each rejected with
+    the line the local engine names, every other row kept, the counts reconciled."""
+    content = (b"id,start,end,cell,bytes\r\n1,100,400,a,10\r\n2,200,500,a,20,extra,more\r\n\r\n3,250,550\r\n"
+               b"4,300,600,b,5\r\n5,310,620,b,x\r\n" + b"".join(b"%d,%d,%d,c,1\r\n" % (i, 400 + i, 700 + i)
+                                                              for i in range(6, 40)) + b"40,1,2\r\n")  # fmt: skip
+    inputs = _write(tmp_path / "in", {"calls.csv": content})
+    results = {}
+    for engine in ("local", "spark"):
+        assert _run(engine, inputs, CSV_ARGS, tmp_path / engine) == 0, engine
+        results[engine] = {part: _table(tmp_path / engine / part) for part in ("windows", "rejected", "late")}
+    _same_outputs(results["local"], results["spark"], "cell")
+    assert _reads_input(tmp_path / "spark")
+    reasons = sorted(results["spark"]["rejected"].column("reason").to_pylist())
+    # a line as pyarrow numbers records: the header's and every non-empty line (the empty one, 4, is not counted)
+    assert reasons == ["line 3 has 7 fields, the header 5", "line 4 has 3 fields, the header 5",
+                       "line 41 has 3 fields, the header 5", "non-numeric value in column bytes"]  # fmt: skip
+    summary = json.loads((tmp_path / "spark" / "summary.json").read_text())
+    assert (summary["rows_read"], summary["accepted"], summary["rejected"]) == (40, 36, 4)
 
 
 def test_an_unclosed_quote_is_a_warning_and_the_counts_reconcile_on_both_engines(spark, tmp_path, capsys):

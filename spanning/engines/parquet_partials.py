@@ -21,8 +21,11 @@ that are integers or text, values that are integers or floats. Everything else g
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import os
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,6 +36,7 @@ COUNTS = ("_read", "_rejected", "_late")  # a task's counts, on a row of their o
 # partial rows a task holds to merge them across its pieces (merged_while_it_pays), at most: a guess for memory (about
 # 100 MB of partials besides a piece), not measured; the 30M-row tasks of 2026-11-28 held 506-578k, under it
 MERGE_ROWS = 1 << 21
+WINDOWS_MISSED = "windows_missed"  # a late row's windows released before it arrived, as late/ names it
 TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
@@ -51,6 +55,7 @@ class ReadPlan:
     ttp: int
     series: int | None  # a fixed series start, or None: from each key's earliest event (no window before it)
     partials: list[PartialSpec]
+    side: str | None = None  # where a task writes its late rows, as read (``write_side_part``), or None: not at all
 
 
 def _chronons(column, unit: str) -> tuple[np.ndarray, np.ndarray]:
@@ -67,9 +72,13 @@ def _chronons(column, unit: str) -> tuple[np.ndarray, np.ndarray]:
 
 def reduce_rows(table, plan: ReadPlan):
     """The partials (``run_partials``'s table) of one table of rows as read, and (read, rejected, late)."""
+    reduced = _reduced(table, plan)
+    return reduced.partials, reduced.counts
+
+
+def _reduced(table, plan: ReadPlan) -> Reduced:
     import pyarrow as pa
 
-    n = table.num_rows
     start, has_start = _chronons(table.column(plan.start).combine_chunks(), plan.time_unit)
     end, has_end = _chronons(table.column(plan.end).combine_chunks(), plan.time_unit)
     accepted = has_start & has_end  # the reader contract's reasons for plain columns (end < start: event_runs) ...
@@ -84,6 +93,27 @@ def reduce_rows(table, plan: ReadPlan):
         else:
             column = column.cast(pa.int64())
         shipped[internal] = column
+    return reduce_events({k: table.column(k) for k in plan.keys}, start, end, accepted, shipped, plan)
+
+
+class Reduced(NamedTuple):
+    """What ``reduce_events`` makes of a table of events."""
+
+    partials: object  # ``run_partials``'s table
+    counts: tuple[int, int, int]  # rows read, rejected, late
+    late: np.ndarray  # the late rows' positions
+    missed: np.ndarray  # the windows each late row missed (released before it arrived)
+
+
+def reduce_events(keys: dict, start: np.ndarray, end: np.ndarray, accepted: np.ndarray, shipped: dict,
+                  plan: ReadPlan) -> Reduced:  # fmt: skip
+    """The partials per (key, window) of rows whose columns are typed already: their ``keys`` (Arrow arrays),
+    ``start`` and ``end`` in chronons, which of them pass the reader contract (``accepted``; a row whose end is
+    before its start fails here, in place), and the value columns (``shipped``, by internal name, null where a
+    row has no value). Each event's run of windows is ``spark_jobs.plans.window_runs``' arithmetic."""
+    import pyarrow as pa
+
+    n = len(start)
     s, o, w = plan.slide, plan.offset, plan.range
     series = 0 if plan.series is None else plan.series
     a, b, late = event_runs(start, end, accepted, s, o, w, plan.ttp, series, plan.series is not None)
@@ -92,10 +122,13 @@ def reduce_rows(table, plan: ReadPlan):
     spans, times = None, {}
     if any(derive == "occupancy" for _, _, derive, _ in plan.partials):  # the time inside windows: [l, u) too
         spans, times = ("_l", "_u", o, s, w), {"_l": start[active], "_u": np.maximum(end, start + 1)[active]}
-    events = pa.table({**{k: table.column(k).take(rows) for k in plan.keys}, "_a": a[active], "_b": b[active],
+    events = pa.table({**{k: column.take(rows) for k, column in keys.items()}, "_a": a[active], "_b": b[active],
                        **times, **{c: column.take(rows) for c, column in shipped.items()}})  # fmt: skip
     counts = (n, int(n - accepted.sum()), int(late.sum()))
-    return run_partials(events, plan.keys, "_a", "_b", plan.partials, spans), counts
+    late_rows = np.flatnonzero(late)
+    overlap_first = (start[late_rows] - o - w) // s + 1  # the windows it missed: window_runs' _missed
+    missed = np.maximum(np.minimum(b[late_rows] + 1, a[late_rows]) - overlap_first, 0)
+    return Reduced(run_partials(events, list(keys), "_a", "_b", plan.partials, spans), counts, late_rows, missed)
 
 
 def row_group_partials(path: str, row_group: int, part: int, parts: int, plan: ReadPlan) -> Iterator:
@@ -110,25 +143,52 @@ def row_group_partials(path: str, row_group: int, part: int, parts: int, plan: R
     source = pq.ParquetFile(path)
     rows = source.metadata.row_group(row_group).num_rows
     size = max(-(-rows // parts), 1)
-    batches = source.iter_batches(batch_size=size, row_groups=[row_group], columns=columns, use_threads=False)
-    for i, batch in enumerate(batches):  # the parts before this one are decoded and passed over
-        if i == part:
-            yield reduce_rows(pa.Table.from_batches([batch]), plan)
-            return
+
+    def read(columns: list[str] | None):
+        batches = source.iter_batches(batch_size=size, row_groups=[row_group], columns=columns, use_threads=False)
+        for i, batch in enumerate(batches):  # the parts before this one are decoded and passed over
+            if i == part:
+                return pa.Table.from_batches([batch])
+        return None
+
+    table = read(columns)
+    if table is None:
+        return
+    reduced = _reduced(table, plan)
+    if plan.side is not None and len(reduced.late):  # the late rows with every column, as read
+        late = read(None).take(pa.array(reduced.late))
+        late = late.append_column(WINDOWS_MISSED, pa.array(reduced.missed, pa.int64()))
+        piece = f"{uuid.uuid5(uuid.NAMESPACE_URL, os.path.abspath(path)).hex[:12]}-{row_group:06d}-{part:04d}"
+        write_side_part(late, os.path.join(plan.side, "late"), piece)
+    yield reduced.partials, reduced.counts
 
 
-def task_batches(work: Sequence[tuple[str, int, int, int]], plan: ReadPlan, schema,
-                 most_rows: int = MERGE_ROWS) -> Iterator:  # fmt: skip
-    """The partials of a task's pieces (``row_group_partials`` of each, the pieces as ``pieces`` gives them), merged
-    across the pieces while that pays (``merged_while_it_pays``), as record batches of ``schema`` (the keys, ``_k``,
-    the partials, then ``COUNTS``, null); then one row of the task's counts, with null keys and window."""
+def write_side_part(table, folder: str, piece: str) -> None:
+    """``table`` as the Parquet part of one piece in ``folder``: written under a hidden name, then renamed, so
+    that a piece read again (a task retried) replaces its part whole and a failed attempt leaves only a hidden
+    file, which readers skip."""
+    import pyarrow.parquet as pq
+
+    os.makedirs(folder, exist_ok=True)
+    temp = os.path.join(folder, f".{piece}.{uuid.uuid4().hex}")
+    pq.write_table(table, temp)
+    os.replace(temp, os.path.join(folder, f"part-{piece}.parquet"))
+
+
+def task_batches(work: Sequence[tuple], plan, schema, most_rows: int = MERGE_ROWS,
+                 partials_of: Callable[..., Iterator] | None = None) -> Iterator:  # fmt: skip
+    """The partials of a task's pieces (``row_group_partials`` of each, the pieces as ``pieces`` gives them; or
+    ``partials_of(*piece, plan)``), merged across the pieces while that pays (``merged_while_it_pays``), as record
+    batches of ``schema`` (the keys, ``_k``, the partials, then ``COUNTS``, null); then one row of the task's
+    counts, with null keys and window."""
     import pyarrow as pa
 
     totals = [0] * len(COUNTS)
+    partials_of = partials_of or row_group_partials
 
     def tables():
         for piece in work:
-            for table, counts in row_group_partials(*piece, plan):
+            for table, counts in partials_of(*piece, plan):
                 totals[:] = [t + c for t, c in zip(totals, counts, strict=True)]
                 yield table
 
