@@ -222,16 +222,17 @@ def plain_parquet_files(df: DataFrame) -> Any:
 
 
 def computed(spark: SparkSession, df: DataFrame, cfg: RunConfig, inputs: Any = None,
-             workers_warming: bool = False, side_outputs: bool = False) -> Computed:
+             workers_warming: bool = False, side_outputs: bool = False, csv_stats: Any = None) -> Computed:
     """The batch job of ``cfg`` over ``df`` (``run.compute``) under the job's settings, the engine shipped.
     ``inputs``: the files ``df`` reads, where the caller knows them (``spanning run``); else found from ``df``.
     ``workers_warming``: the caller has started the Python workers' warm-up (``run.warm_vector_workers``).
-    ``side_outputs``: the caller writes the outputs windows first (``run.compute``)."""
+    ``side_outputs``: the caller writes the outputs windows first; ``csv_stats``: known CSV counts (``run.compute``)."""
     ship_engine(spark)
     with job_settings(spark, {ZONE: cfg.events.timezone, ANSI: "false"}):
         if inputs is None:
             inputs = plain_parquet_files(df)
-        return compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs)
+        return compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs,
+                       csv_stats=csv_stats)
 
 
 class BatchResult:

@@ -1,38 +1,36 @@
-"""Local CSV files read by every core, in byte ranges: the column kinds counted, then the windows reduced.
+"""Local CSV files read by every core, in byte ranges, in one pass (``spanning.engines.csv_partials``).
 
-``spanning run`` reads each CSV file it can split (local, uncompressed, no quote character in it) in byte ranges,
-a share for each core (``spanning.engines.csv_partials``):
+``spanning run`` plans the job with the column kinds of the files' first records (``first_records_stats``): the
+kinds that ``prepare`` gives columns from counts over the whole column. ``vector``'s tasks then read their byte
+ranges once: they type and reduce the rows, write their late and rejected rows into the run's side folder
+(``spark_jobs.side_rows``), and count every column's forms. Once the windows are written, ``checked_kinds`` adds up
+those counts: the kinds that the whole files give. Where a column the windows read takes another kind, the job is
+planned and run again with the true counts (``KindsChanged``); where only a column that late/ and rejected/ carry
+does, those are typed by the true kinds.
 
-1. ``count_csv``: a Spark job whose tasks count the grammar's forms in every column of their ranges. Its counts
-   stand in for the count over the whole column that fixes each column's kind (``prepare.KindCounts``), so that
-   ``prepare`` types the columns as it would over the rows themselves, with no other pass.
-2. ``csv_window_job``: ``vector``'s tasks read their ranges again, type and reduce them (``read_side_job``), and
-   write their late and rejected rows into the run's side folder (``spark_jobs.side_rows``).
+Measured 2026-11-29 (30M rows, one 1.0 GB file, 15m/1m, whole processes): one pass 21-22 s where a first pass of
+counts and a second of windows took 27 s (docs/BENCHMARKS.md).
 
-A file with a quote character may hold a line break inside a quoted field, which a byte range cannot tell from a
-record's end, and one with a carriage return alone ends lines where a range does not look. Such files, compressed
-ones, and queries the tasks cannot compute (``csv_reads_itself``) take the general way (each file parsed whole by
-one task, then ``prepare``'s Spark SQL), with the same rows and reasons.
+Files whose byte ranges may not hold whole records (a quote character: a quoted field may hold a line break; a
+carriage return alone), compressed files, and queries the tasks cannot compute (``csv_reads_itself``) take the
+general way: each file parsed whole by one task, then ``prepare``'s Spark SQL, with the same rows and reasons.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import types as T
 
+from spanning.app.csv_records import range_records, text_schema
 from spanning.app.files import Inputs
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
-from spanning.engines.csv_partials import CsvPlan, add_stats, byte_pieces, range_partials
+from spanning.engines.csv_partials import CsvPlan, byte_pieces, range_partials, read_kinds
 from spanning.engines.parquet_partials import ReadPlan
-from spanning.engines.reader import ColumnStats
+from spanning.engines.reader import ColumnStats, text_stats
 from spark_jobs.plans import (
     READ_SIDE_FROM,
-    TASKS_PER_CORE,
     VECTOR_PER_WINDOW,
     _partials,
     python_only,
@@ -40,40 +38,29 @@ from spark_jobs.plans import (
     sketches_or_sets,
 )
 from spark_jobs.prepare import Prepared, local_input_bytes
-from spark_jobs.worker_parquet import LOCAL_MASTERS
 
-SPLITTABLE = (".csv", ".tsv", ".txt")  # uncompressed CSV files: ``.gz`` and ``.bz2`` are read whole
 CSV_MODULES = ("spanning.engines.csv_partials", "spanning.app.csv_records")  # what the tasks import besides vector's
+FIRST_RECORDS = 4 * 2**20  # bytes of the first file whose records give the kinds the job is planned with
 
 
-@dataclass
-class CsvCounts:
-    """The first pass's counts over every file: each column's forms, the records, and the byte ranges."""
+class KindsChanged(Exception):
+    """The whole files' counts give a column the windows read another kind than their first records did: the job
+    is planned and run again with ``stats``."""
 
-    stats: dict[str, ColumnStats]
-    rows: int
-    ambiguous: int  # quote characters and lone carriage returns in all files: with any, no range is read
-    pieces: list[tuple[str, int, int]]
-
-    def column_stats(self, name: str, plain_only: bool) -> ColumnStats | None:
-        """``prepare.KindCounts``' counts of an input column, from this pass (None: not a column of the files)."""
-        return self.stats.get(name)
+    def __init__(self, stats: dict[str, ColumnStats]) -> None:
+        super().__init__("the files' column kinds differ from their first records'")
+        self.stats = stats
 
 
-def csv_reads_itself(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None) -> bool:
-    """Whether ``vector``'s tasks may read ``inputs`` in byte ranges for ``cfg``, as far as the files' names and the
-    query tell: local uncompressed CSV files of at least ``READ_SIDE_FROM`` bytes (unless ``--plan vector``), on a
-    local master (the tasks' side folder is on the driver's disk); times from two plain columns, keys and
-    aggregated columns plain columns, aggregates that the vector kernel computes from one spec."""
-    if inputs is None or inputs.format != "csv" or inputs.columns is None:
-        return False
-    master = spark.sparkContext.master
-    if not (master == "local" or master.startswith(LOCAL_MASTERS)):
+def csv_reads_itself(cfg: RunConfig, inputs: Inputs | None) -> bool:
+    """Whether ``vector``'s tasks may read ``inputs`` in byte ranges for ``cfg``: local CSV files whose ranges hold
+    whole records (``Inputs.splittable``) of at least ``READ_SIDE_FROM`` bytes (unless ``--plan vector``); times
+    from two plain columns, keys and aggregated columns plain columns, aggregates that the vector kernel computes,
+    one window spec."""
+    if inputs is None or inputs.format != "csv" or inputs.columns is None or not inputs.splittable:
         return False
     size, plan = local_input_bytes(inputs), cfg.spark.plan
-    if size is None or not all(os.path.splitext(p)[1].lower() in SPLITTABLE for p in inputs.files):
-        return False
-    if plan not in ("auto", "vector") or (plan == "auto" and size < READ_SIDE_FROM):
+    if size is None or plan not in ("auto", "vector") or (plan == "auto" and size < READ_SIDE_FROM):
         return False
     fields, query = cfg.events, cfg.query
     if python_only(cfg) or sketches_or_sets(cfg) or query.windows or query.series_start == "first":
@@ -86,44 +73,33 @@ def csv_reads_itself(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None)
     return all(c in names for c in [fields.start, fields.end, *fields.keys, *query.value_columns])
 
 
-def count_csv(spark: SparkSession, cfg: RunConfig, inputs: Inputs) -> CsvCounts:
-    """The first pass: each column's counts over every record of ``inputs`` (all the forms for the time and
-    aggregated columns, the plain integers for the others, as ``prepare`` asks them), in a Spark job whose tasks
-    read byte ranges."""
-    names, delimiter = list(inputs.columns), inputs.delimiter
+def counted_columns(cfg: RunConfig, names: list[str]) -> set[str]:
+    """The columns whose forms ``prepare`` counts in full (time and aggregated ones); of the others, their plain
+    integers only."""
     fields, query = cfg.events, cfg.query
-    full = {fields.start, fields.end, *query.numeric_columns} & set(names)
-    cores = spark.sparkContext.defaultParallelism
-    pieces = byte_pieces([(path, os.path.getsize(path)) for path in inputs.files], cores)
-
-    def counts_of_ranges(batches):  # runs on the executors: pyarrow only
-        import pyarrow as pa
-
-        from spanning.engines.csv_partials import range_stats
-
-        for batch in batches:
-            for piece in batch.column(0).to_pylist():
-                stats, rows, ambiguous = range_stats(*pieces[piece], names, delimiter, full)
-                forms = {name: dataclasses.astuple(counted) for name, counted in stats.items()}
-                counts = {"rows": rows, "ambiguous": ambiguous, "stats": forms}
-                yield pa.RecordBatch.from_pydict({"counts": [json.dumps(counts)]})
-
-    tasks = max(min(len(pieces), TASKS_PER_CORE * cores), 1)
-    ids = spark.range(len(pieces), numPartitions=tasks)
-    found = [json.loads(row["counts"]) for row in ids.mapInArrow(counts_of_ranges, "counts string").collect()]
-    stats = {name: ColumnStats() for name in names}
-    for piece in found:
-        for name, values in piece["stats"].items():
-            stats[name] = add_stats(stats[name], ColumnStats(*values))
-    return CsvCounts(stats, sum(p["rows"] for p in found), sum(p["ambiguous"] for p in found), pieces)
+    return {fields.start, fields.end, *query.numeric_columns} & set(names)
 
 
-def csv_plan(prepared: Prepared, cfg: RunConfig, counts: CsvCounts, side: str) -> CsvPlan | None:
-    """What the tasks read and compute, with the kinds ``prepare`` gave the columns from ``counts``, writing their
-    late and rejected rows into the folder ``side`` (``spark_jobs.side_rows``); None where a range may not hold
-    whole records (a quote in the files) or a column is no plain one."""
+def first_records_stats(cfg: RunConfig, inputs: Inputs, most: int | None = None) -> dict[str, ColumnStats]:
+    """Each column's counts over the records of the first ``most`` bytes (``FIRST_RECORDS``) of the first file, read
+    on the driver as the tasks read a range: the kinds the job is planned with."""
+    import pyarrow as pa
+
+    most = FIRST_RECORDS if most is None else most
+    names = list(inputs.columns)
+    path = inputs.files[0]
+    records = range_records(path, 0, min(most, os.path.getsize(path)), inputs.delimiter, names)
+    table = pa.Table.from_batches(records.batches, schema=text_schema(names))
+    counted = counted_columns(cfg, names)
+    return {name: text_stats(table.column(name), plain_only=name not in counted) for name in names}
+
+
+def csv_plan(prepared: Prepared, cfg: RunConfig, side: str) -> CsvPlan | None:
+    """What the tasks read and compute, with the kinds ``prepare`` gave the columns, writing their late and rejected
+    rows and their counts into the folder ``side``; None where a column is no plain one (a key expression, an
+    arg-aggregate's column)."""
     fields, query = cfg.events, cfg.query
-    if counts.ambiguous or prepared.result_types or prepared.keys != list(fields.keys):
+    if prepared.result_types or prepared.keys != list(fields.keys):
         return None
     types = {f.name: f.dataType for f in prepared.rows.schema.fields}
     integer_columns = [c for c in prepared.original_columns if isinstance(types[c], T.LongType)]
@@ -137,32 +113,60 @@ def csv_plan(prepared: Prepared, cfg: RunConfig, counts: CsvCounts, side: str) -
     series = None if query.series_start == "earliest" else int(query.series_start)
     read = ReadPlan(fields.start, fields.end, fields.time_unit, list(fields.keys), values, query.range, query.slide,
                     query.offset, query.ttp, series, [tuple(c) for c in columns])  # fmt: skip
+    names = list(prepared.original_columns)
     time_kind = "date_time" if prepared.time_is_timestamp else "number"
     checked = [name for name in query.value_columns if name in query.numeric_columns]
-    return CsvPlan(read, list(prepared.original_columns), prepared.inputs.delimiter, integer_columns, time_kind,
-                   fields.timezone, checked, side)  # fmt: skip
+    return CsvPlan(read, names, prepared.inputs.delimiter, integer_columns, time_kind, fields.timezone, checked, side,
+                   counted_columns(cfg, names))  # fmt: skip
 
 
-def csv_window_job(spark: SparkSession, prepared: Prepared, cfg: RunConfig, plan: CsvPlan, counts: CsvCounts,
+def csv_window_job(spark: SparkSession, prepared: Prepared, cfg: RunConfig, plan: CsvPlan,
                    observed: Observation) -> DataFrame:  # fmt: skip
     """The windows of ``vector`` where the tasks read the CSV files' byte ranges (``read_side_job``)."""
-    return read_side_job(spark, prepared, cfg, counts.pieces, plan, observed, partials_of=range_partials)
+    cores = spark.sparkContext.defaultParallelism
+    pieces = byte_pieces([(path, os.path.getsize(path)) for path in prepared.inputs.files], cores)
+    return read_side_job(spark, prepared, cfg, pieces, plan, observed, partials_of=range_partials)
 
 
-def csv_times_sample(plan: CsvPlan, counts: CsvCounts, most_bytes: int = 4 * 2**20) -> tuple:
-    """The start and end chronons of the first records of the first range (up to ``most_bytes`` of it), read on the
-    driver as the tasks read them: the plan's sample of windows per event, with no Spark job."""
+def used_columns(plan: CsvPlan) -> dict:
+    """What of a plan the windows depend on: the used columns' kinds, the time kind, the values' kinds."""
+    read = plan.read
+    used = [read.start, read.end, *read.keys, *read.values]
+    return {"integer": sorted(c for c in used if c in plan.integer_columns), "time": plan.time_kind,
+            "read": read}  # fmt: skip
+
+
+def checked_kinds(plan: CsvPlan, replan) -> Prepared:
+    """The kinds of the whole files (the tasks' counts, ``read_kinds``) against those ``plan`` was made with.
+    ``replan(stats)``: ``prepare`` of the rows with those counts, and the plan it gives. Returns the rows prepared
+    with the true kinds, whose columns late/ and rejected/ take; raises ``KindsChanged`` where the windows read a
+    column whose kind changed."""
+    stats = read_kinds(plan.side, plan.names)
+    prepared, again = replan(stats)
+    if again is None or used_columns(again) != used_columns(plan):
+        raise KindsChanged(stats)
+    return prepared
+
+
+def csv_times_sample(plan: CsvPlan, inputs: Inputs, most: int | None = None) -> tuple:
+    """The start and end chronons of the first records of the first file (up to ``most`` bytes, ``FIRST_RECORDS``),
+    read on the driver as the tasks read them: the plan's sample of windows per event, with no Spark job."""
     import pyarrow as pa
 
-    from spanning.app.csv_records import range_records, text_schema
+    most = FIRST_RECORDS if most is None else most
     from spanning.engines.reader import time_chronons
 
-    path, start, end = counts.pieces[0]
-    read = plan.read
+    read, path = plan.read, inputs.files[0]
     used = list(dict.fromkeys([read.start, read.end]))
-    records = range_records(path, start, min(end, start + most_bytes), plan.delimiter, plan.names, used)
+    records = range_records(path, 0, min(most, os.path.getsize(path)), plan.delimiter, plan.names, used)
     table = pa.Table.from_batches(records.batches, schema=text_schema(used))
     times = [time_chronons(table.column(c).combine_chunks(), plan.time_kind, read.time_unit, plan.timezone)
              for c in (read.start, read.end)]  # fmt: skip
     usable = times[0].present & times[1].present
     return times[0].values[usable], times[1].values[usable]
+
+
+def as_read_schema(prepared: Prepared, extra: T.StructField) -> T.StructType:
+    """The columns of late/ (``extra``: windows_missed) or rejected/ (reason): the rows as read, as typed."""
+    types = {f.name: f.dataType for f in prepared.rows.schema.fields}
+    return T.StructType([*[T.StructField(c, types[c]) for c in prepared.original_columns], extra])

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.aggregates import SumOverflowError, seconds_columns
@@ -23,16 +24,19 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.app.local_run import write_arrow_part
 from spanning.app.outputs import finish_output, output_folder
 from spanning.app.progress import Progress
-from spanning.engines.reader import CHRONONS_PER_SECOND
+from spanning.engines.reader import CHRONONS_PER_SECOND, ColumnStats
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import window_labels
 from spark_jobs.csv_read import (
     CSV_MODULES,
-    count_csv,
+    KindsChanged,
+    as_read_schema,
+    checked_kinds,
     csv_plan,
     csv_reads_itself,
     csv_times_sample,
     csv_window_job,
+    first_records_stats,
 )
 from spark_jobs.plans import (
     MAX_KEY_IDS,
@@ -135,7 +139,8 @@ def release(job: Computed) -> None:
 
 
 def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFrame | None = None,
-            workers_warming: bool = False, side_outputs: bool = False) -> Computed:
+            workers_warming: bool = False, side_outputs: bool = False,
+            csv_stats: dict[str, ColumnStats] | None = None) -> Computed:  # fmt: skip
     """The windows, late events and rejected rows of ``cfg`` as lazy DataFrames, with the plans chosen.
 
     The rows are ``cfg``'s input files, or ``frame`` (any DataFrame, ``spark_jobs.api``), which ``inputs`` names
@@ -144,17 +149,22 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     ``side_outputs``: the caller writes the outputs in order, windows first (``_write_outputs``), so that tasks
     reading the input may write the late and rejected rows as they go (``Computed.output``, ``SideRows``), on a
     local master; a ``BatchResult``'s frames are lazy and taken in any order, so the API's are not.
+    ``csv_stats``: the counts of every column of CSV files read in byte ranges (``csv_read.KindsChanged``); else
+    the job is planned with the kinds of their first records, and checked once the windows are written.
     """
     master = spark.sparkContext.master
     side = SideRows(spark) if side_outputs and (master == "local" or master.startswith(LOCAL_MASTERS)) else None
-    csv_counts = None  # local CSV files that vector's tasks read in byte ranges: their first pass's counts
-    if side is not None and frame is not None and csv_reads_itself(spark, cfg, inputs):
-        csv_counts = count_csv(spark, cfg, inputs)
-        if csv_counts.ambiguous:  # a range may have cut a record (a quoted field): the files are read whole
-            csv_counts = None
-    column_stats = None if csv_counts is None else csv_counts.column_stats
+    csv_counts = None  # local CSV files that vector's tasks read in byte ranges: the counts the job is planned with
+    if side is not None and frame is not None and csv_reads_itself(cfg, inputs):
+        csv_counts = csv_stats or first_records_stats(cfg, inputs)
+    column_stats = None if csv_counts is None else csv_counts.get
     prepared = load(spark, cfg, inputs) if frame is None else prepare_frame(frame, cfg, inputs, column_stats)
-    csv_reads = None if csv_counts is None else csv_plan(prepared, cfg, csv_counts, side.folder)
+    csv_reads = None if csv_counts is None else csv_plan(prepared, cfg, side.folder)
+
+    def csv_replanned(stats: dict[str, ColumnStats]) -> tuple:  # the rows prepared with the files' true counts
+        again = prepare_frame(frame, cfg, inputs, stats.get)
+        return again, csv_plan(again, cfg, side.folder)
+
     persisted = []
     if not prepared.columnar:  # parsing text costs more than caching it; a Parquet scan costs less
         prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
@@ -170,7 +180,7 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     small = prepared.input_bytes is not None and prepared.input_bytes < SMALL_INPUT  # no pass to measure it
     measured = parquet_times_sample(prepared.inputs, cfg.events, PLAN_SAMPLE)  # on the driver: no Spark job
     if measured is None and csv_reads is not None:
-        measured = csv_times_sample(csv_reads, csv_counts)  # on the driver: no Spark job
+        measured = csv_times_sample(csv_reads, inputs)  # on the driver: no Spark job
     if measured is None:
         measured = events(prepared, "first").select(START, END).limit(PLAN_SAMPLE)
     choices = [choose_plan(spec, prepared, None if small or python_only(cfg) else measured, csv_reads is not None)
@@ -197,7 +207,7 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
         if csv_reads is not None and choice.plan == "vector" and counted_by_windows:  # the tasks read byte ranges
             choice.reads_input = True
             carried.extend(["late", "rejected"])
-            return csv_window_job(spark, prepared, spec, csv_reads, csv_counts, counts)
+            return csv_window_job(spark, prepared, spec, csv_reads, counts)
         reads = read_plan(prepared, spec) if choice.plan == "vector" and counted_by_windows else None
         if reads is not None:  # the tasks read the Parquet row groups: no row enters the JVM
             choice.reads_input = True
@@ -249,6 +259,14 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     rejected = rejected.where(F.col(REASON).isNotNull()).select(*as_read(prepared), F.col(REASON))
     if side is not None and carried:
         side.schemas = {name: {"late": late_events, "rejected": rejected}[name].schema for name in carried}
+        if csv_reads is not None:  # the as-read columns typed by the whole files' kinds, once the tasks counted them
+
+            def check_kinds() -> None:
+                typed = checked_kinds(csv_reads, csv_replanned)
+                side.schemas = {"late": as_read_schema(typed, T.StructField("windows_missed", T.LongType())),
+                                "rejected": as_read_schema(typed, T.StructField(REASON, T.StringType()))}  # fmt: skip
+
+            side.as_text, side.before_sides = True, check_kinds
     elif side is not None:  # no task writes there: the job's own frames serve
         side.remove()
         side = None
@@ -321,6 +339,11 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
         job = computed(spark, read_input(spark, inputs), cfg, inputs, warming, side_outputs=True)  # mistakes show here
         progress("computing and writing the windows, the rejected and the late rows")
         try:
+            return _write_outputs(spark, cfg, job, began, few_windows=small_merge)
+        except KindsChanged as changed:  # CSV columns whose first records misled: planned again, on the true counts
+            progress("a column's kind differs from its first records': computing the windows again")
+            release(job)
+            job = computed(spark, read_input(spark, inputs), cfg, inputs, True, True, changed.stats)
             return _write_outputs(spark, cfg, job, began, few_windows=small_merge)
         finally:
             release(job)

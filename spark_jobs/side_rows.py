@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -25,12 +26,17 @@ from pyspark.sql import types as T
 
 class SideRows:
     """The run's side folder: ``late/`` and (where the tasks judge the rows) ``rejected/``, in the schemas of
-    ``schemas`` (the outputs the tasks write, by name: those of the job's own frames, so that both ways agree)."""
+    ``schemas`` (the outputs the tasks write, by name: those of the job's own frames, so that both ways agree).
+    ``as_text``: the tasks wrote the input's columns as text (CSV), to be typed here by the kinds the whole files
+    give (``spark_jobs.csv_read.checked_kinds``); ``before_sides``: called once the windows are written, before
+    the first side output is read (the CSV kinds' check)."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
         self.folder = tempfile.mkdtemp(prefix="spanning-side-")
         self.schemas: dict[str, T.StructType] = {}
+        self.as_text = False
+        self.before_sides: Callable[[], None] | None = None
         # removed by ``remove``, or with this object, or at the latest as the process exits (a job that failed)
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.folder, True)
 
@@ -39,11 +45,17 @@ class SideRows:
 
     def frame(self, name: str) -> DataFrame:
         """The rows the tasks wrote into ``name``/ (none when no task had any), in its schema."""
+        if self.before_sides is not None:
+            self.before_sides()
+            self.before_sides = None
         folder = os.path.join(self.folder, name)
         schema = self.schemas[name]
         if not os.path.isdir(folder) or not any(f.startswith("part-") for f in os.listdir(folder)):
             return self.spark.createDataFrame([], schema)
-        return self.spark.read.schema(schema).parquet(folder).select(*[F.col(f"`{f.name}`") for f in schema])
+        extra = schema.fields[-1]  # windows_missed or reason, written as the job types it
+        stored = T.StructType([*[T.StructField(f.name, T.StringType()) for f in schema.fields[:-1]], extra])
+        rows = self.spark.read.schema(stored if self.as_text else schema).parquet(folder)
+        return rows.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema])
 
     def remove(self) -> None:
         self._finalizer()

@@ -360,6 +360,50 @@ def test_malformed_records_met_in_byte_ranges_keep_their_lines(spark, tmp_path, 
     assert (summary["rows_read"], summary["accepted"], summary["rejected"]) == (40, 36, 4)
 
 
+MISLEADING_FIRST_RECORDS = {  # the first records' kinds, then a later record's value that changes one
+    "an aggregated column's decimal": ("bytes", "2.5", True),
+    "a key with a leading zero": ("cell", "007", True),
+    "text in a column only late/ and rejected/ carry": ("note", "n/a", False),
+}
+
+
+@pytest.mark.parametrize("changed", MISLEADING_FIRST_RECORDS, ids=list(MISLEADING_FIRST_RECORDS))
+def test_kinds_the_first_records_mislead_are_checked_against_the_whole_files(spark, tmp_path, csv_read_in_ranges,
+                                                                             monkeypatch, changed):  # fmt: skip
+    """The job over CSV byte ranges is planned with the kinds of the files' first records. Where a later record
+    gives a column the windows read another kind, the job runs again with the true counts; where only the rows
+    of late/ and rejected/ carry that column, those are typed by the true kind. Either way the outputs are the
+    local engine's, which counts every row first."""
+    import spark_jobs.csv_read as csv_read
+    import spark_jobs.run as run
+
+    column, value, rerun = MISLEADING_FIRST_RECORDS[changed]
+    monkeypatch.setattr(csv_read, "FIRST_RECORDS", 60)  # the header and a record or two
+    raised = []
+
+    def checked(*args):
+        try:
+            return csv_read.checked_kinds(*args)
+        except csv_read.KindsChanged:
+            raised.append(True)
+            raise
+
+    monkeypatch.setattr(run, "checked_kinds", checked)
+    rows = [dict(id=i, start=100 * i, end=100 * i + 350, cell=i % 3, bytes=i, note=i) for i in range(1, 30)]
+    rows[20][column] = value
+    rows[25]["end"] = 1  # a rejected row, and late ones (TTP 0), carrying the note
+    content = "id,start,end,cell,bytes,note\n" + "".join(
+        f"{r['id']},{r['start']},{r['end']},{r['cell']},{r['bytes']},{r['note']}\n" for r in rows)
+    inputs = _write(tmp_path / "in", {"calls.csv": content.encode()})
+    results = {}
+    for engine in ("local", "spark"):
+        assert _run(engine, inputs, CSV_ARGS, tmp_path / engine) == 0, engine
+        results[engine] = {part: _table(tmp_path / engine / part) for part in ("windows", "rejected", "late")}
+    _same_outputs(results["local"], results["spark"], "cell")
+    assert _reads_input(tmp_path / "spark") and raised == ([True] if rerun else [])
+    assert results["spark"]["rejected"].num_rows == 1 and results["spark"]["late"].num_rows > 0
+
+
 def test_an_unclosed_quote_is_a_warning_and_the_counts_reconcile_on_both_engines(spark, tmp_path, capsys):
     malformed = next(c for c in CASES if c.name.startswith("malformed CSV"))
     inputs = _write(tmp_path / "in", malformed.files)

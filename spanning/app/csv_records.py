@@ -31,8 +31,8 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-__all__ = ["MALFORMED", "RecordRange", "UnterminatedQuote", "csv_batches", "range_records", "read_csv_records",
-           "text_schema", "unterminated_quote"]
+__all__ = ["MALFORMED", "RecordRange", "UnterminatedQuote", "ambiguous_bytes", "csv_batches", "range_records",
+           "read_csv_records", "text_schema", "unterminated_quote"]
 
 MALFORMED = "_malformed"  # why a CSV record is not a row of the header's fields (null for a good record)
 _BLOCK = 1 << 24  # bytes parsed at a time: the batches a Spark task hands on
@@ -50,15 +50,31 @@ class UnterminatedQuote(NamedTuple):
                 " the file read as one record")  # fmt: skip
 
 
-def unterminated_quote(path: str, delimiter: str, content: bytes | None = None) -> UnterminatedQuote | None:
+def ambiguous_bytes(path: str, content: bytes | None = None) -> tuple[int, int]:
+    """The quote characters of ``path`` (or of its ``content``, as read), and its carriage returns alone: the
+    bytes that may end a record elsewhere than at a line feed (a quoted field may hold a line break; pyarrow ends a
+    line at a carriage return alone). A file with neither splits into byte ranges of whole records
+    (``range_records``). Each is searched for before it is counted: most files have neither (memchr, 0.19 s a GB
+    against 0.79 s for a count)."""
+    quotes = lone = 0
+    with _bytes(path, content) as handle:
+        for block in iter(lambda: handle.read(1 << 24), b""):
+            quotes += block.count(b'"') if b'"' in block else 0
+            lone += block.count(b"\r") - block.count(b"\r\n") if b"\r" in block else 0  # (a pair cut at a block's end
+            # counts as a lone one: the file is then read whole, as it may be anyway)
+    return quotes, lone
+
+
+def unterminated_quote(path: str, delimiter: str, content: bytes | None = None,
+                       quotes: int | None = None) -> UnterminatedQuote | None:  # fmt: skip
     """Where a record of ``path`` (or of its ``content``, as read) opens a quote that the file never closes.
+    ``quotes``: the file's quote characters, when counted already (``ambiguous_bytes``).
 
     Quotes come in pairs in a well-formed file (a quoted field's two, doubled quotes inside it), so only a file
     with an odd count is parsed, by Python's csv module, which stops at the end of data inside a quote.
     """
-    with _bytes(path, content) as handle:
-        # a search for a quote before counting them: most files have none (memchr, 0.19 s a GB against 0.79 s)
-        quotes = sum(block.count(b'"') if b'"' in block else 0 for block in iter(lambda: handle.read(1 << 24), b""))
+    if quotes is None:
+        quotes = ambiguous_bytes(path, content)[0]
     if quotes % 2 == 0:
         return None
     with _text(path, content) as handle:
@@ -168,9 +184,6 @@ class RecordRange(NamedTuple):
     """The records of a CSV file that start in a byte range, as ``range_records`` reads them."""
 
     batches: list[pa.RecordBatch]  # text columns and ``MALFORMED``, as ``csv_batches`` gives them
-    ambiguous: int  # the range's bytes that may end a record elsewhere than at a line feed: quote characters (a
-    # quoted field may hold a line break) and carriage returns alone (a line end to pyarrow); with none in the
-    # whole file, its ranges hold exactly its records
     rows: int
 
 
@@ -181,8 +194,9 @@ def range_records(path: str, start: int, end: int, delimiter: str, names: list[s
     ``names``, only ``columns`` (and ``MALFORMED``) when given.
 
     A record starts after a line break (or the header's), as Spark's own reader splits a file: exact where no
-    field holds a line break, which only a quoted field can; so the caller splits only files whose ``quotes``
-    add up to none, and reads the others whole. A malformed record's line is counted from the file's start.
+    field holds a line break, which only a quoted field can, and every line ends with a line feed; so the caller
+    splits only files with no ``ambiguous_bytes``, and reads the others whole. A malformed record's line is counted
+    from the file's start.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "calls.csv")
@@ -193,10 +207,8 @@ def range_records(path: str, start: int, end: int, delimiter: str, names: list[s
 {'id': ['3', '2'], 'start': ['30', '20'], '_malformed': [None, 'line 3 has 3 fields, the header 2']}]
     """
     with open(path, "rb") as handle:
-        header = b""
         if start == 0:
-            header = handle.readline()
-            begin = len(header)
+            begin = len(handle.readline())  # the header's line
         else:
             handle.seek(start - 1)
             begin = start - 1 + len(handle.readline())  # the first record that starts at or after ``start``
@@ -206,7 +218,6 @@ def range_records(path: str, start: int, end: int, delimiter: str, names: list[s
             body = handle.read(end - begin)
             if body and not body.endswith(b"\n"):
                 body += handle.readline()  # the last record started in the range: all of it
-    ambiguous = sum(_ambiguous(part) for part in (header, body))
     width = len(names)
     include = None if columns is None else [names.index(c) for c in columns]
     schema = text_schema(names if columns is None else columns)
@@ -221,14 +232,7 @@ def range_records(path: str, start: int, end: int, delimiter: str, names: list[s
         if include is not None:
             malformed = [(line, [values[i] for i in include], reason) for line, values, reason in malformed]
         batches.append(_malformed_batch(malformed, schema))
-    return RecordRange(batches, ambiguous, sum(b.num_rows for b in batches))
-
-
-def _ambiguous(data: bytes) -> int:
-    """Quote characters and carriage returns alone in ``data``: searched for before they are counted (memchr; most
-    files have neither)."""
-    quotes = data.count(b'"') if b'"' in data else 0
-    return quotes + (data.count(b"\r") - data.count(b"\r\n") if b"\r" in data else 0)
+    return RecordRange(batches, sum(b.num_rows for b in batches))
 
 
 def _records_before(path: str, offset: int) -> int:

@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 
 from spanning.aggregates import INT64_MAX, INT64_MIN
-from spanning.app.csv_records import MALFORMED, read_csv_records, unterminated_quote
+from spanning.app.csv_records import MALFORMED, ambiguous_bytes, read_csv_records, unterminated_quote
 from spanning.app.jobspec import CORRUPT_RECORD, INPUT_FORMATS, UsageError
 from spanning.engines.reader import column_kind, matches, plain_values, text_stats
 
@@ -42,6 +42,8 @@ class Inputs:
     columns: list[str] | None  # CSV header names, stripped of spaces (None where unknown: remote files)
     delimiter: str = ","
     parquet_schema: object | None = None  # Parquet: the Arrow schema every file has (None if they differ)
+    splittable: bool = False  # CSV: local, uncompressed files with no quote and no carriage return alone, whose byte
+    # ranges hold whole records (``csv_records.range_records``)
 
     @property
     def column_names(self) -> list[str] | None:
@@ -155,7 +157,7 @@ def input_files(paths: list[str], given_format: str | None = None, delimiter: st
     schemas = set()
     if fmt == "parquet":
         schemas = {_check_parquet(path) for path in files}
-    columns = None
+    columns, splittable = None, True
     if fmt == "csv":
         for path in files:
             header = _csv_header(path, delimiter)
@@ -166,7 +168,9 @@ def input_files(paths: list[str], given_format: str | None = None, delimiter: st
                     f"{path} has the columns {', '.join(header)} but {first} has {', '.join(columns)}: "
                     "give files of one layout per run"
                 )
-            unclosed = unterminated_quote(path, delimiter)  # a silent fold of the rest of the file otherwise
+            quotes, lone = ambiguous_bytes(path)
+            splittable = splittable and quotes == lone == 0 and os.path.splitext(path)[1].lower() not in _COMPRESSION
+            unclosed = unterminated_quote(path, delimiter, quotes=quotes)  # a silent fold of the rest otherwise
             if unclosed is not None and warn:
                 print(f"spanning: warning: {path}: {unclosed.reason()}; it is rejected", file=sys.stderr)
     elif fmt == "json":
@@ -174,7 +178,8 @@ def input_files(paths: list[str], given_format: str | None = None, delimiter: st
             with _open_text(path) as handle:
                 if not any(line.strip() for line in handle):
                     raise UsageError(f"input file {path} is empty")
-    return Inputs(files, fmt, columns, delimiter, next(iter(schemas)) if len(schemas) == 1 else None)
+    schema = next(iter(schemas)) if len(schemas) == 1 else None
+    return Inputs(files, fmt, columns, delimiter, schema, fmt == "csv" and splittable)
 
 
 def _check_parquet(path: str):
