@@ -367,6 +367,39 @@ def test_re2_masks_are_python_s_fullmatch(values):
         assert text_mask(text, name).tolist() == want, name
 
 
+INTEGER_TEXT = st.one_of(
+    st.none(),
+    st.integers(-(2**64), 2**64).map(str),  # within 64 bits and beyond
+    st.text(alphabet="0123456789-+xX ", min_size=1, max_size=21),  # signs, leading zeros, hexadecimal, spaces
+    st.sampled_from(["0", "-0", "007", "-007", "0x10", "+5", "9223372036854775807", "9223372036854775808",
+                     "-9223372036854775808", "-9223372036854775809", "00000000000000000001"]),
+)  # fmt: skip
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(values=st.lists(INTEGER_TEXT, max_size=30), sliced=st.integers(0, 3))
+def test_plain_integers_read_by_a_cast_are_the_pattern_s(values, sliced):
+    """``cast_plain_integers`` (Arrow's cast, then the first two bytes of each value) tells the plain integers that
+    fit in 64 bits exactly as the pattern and Python's ``int`` do, wherever the cast reads every value; and
+    ``text_stats`` counts the same either way (an array sliced from a larger one too)."""
+    import pyarrow as pa
+
+    from spanning.engines.reader import INT64, ColumnStats, cast_plain_integers, matches, text_stats
+
+    text = pa.array(["1"] * sliced + values, pa.string()).slice(sliced)
+    want = [v is not None and matches("plain_integer", v) and INT64[0] <= int(v) <= INT64[1] for v in values]
+    got = cast_plain_integers(text)
+    if got is not None:
+        assert got.tolist() == want
+    present = sum(v is not None for v in values)
+    stats = text_stats(text)
+    assert stats.plain_integer == sum(want) and stats.present == present
+    if sum(want) == present:
+        assert stats == ColumnStats(present, present, present, 0, present)
+    else:
+        assert stats.integer == sum(v is not None and matches("integer", v) for v in values)
+
+
 @pytest.mark.parametrize("by", ["end", "duration"])
 def test_input_columns_named_like_prepare_s_own_are_kept_and_the_reasons_stay(utc_session, tmp_path, by):
     """``prepare`` parses the times in a projection of their own and reads them for the reason in a second, through

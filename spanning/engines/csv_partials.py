@@ -188,7 +188,8 @@ def _integers(text) -> np.ndarray:
     """Plain integers within 64 bits (``text_stats`` counted them all so), 0 where null."""
     import pyarrow as pa
 
-    return text.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    numbers = text.cast(pa.int64())
+    return (numbers.fill_null(0) if numbers.null_count else numbers).to_numpy(zero_copy_only=False)
 
 
 def _write_kinds(stats: dict[str, ColumnStats], folder: str, piece: str) -> None:

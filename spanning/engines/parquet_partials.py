@@ -118,12 +118,16 @@ def reduce_events(keys: dict, start: np.ndarray, end: np.ndarray, accepted: np.n
     series = 0 if plan.series is None else plan.series
     a, b, late = event_runs(start, end, accepted, s, o, w, plan.ttp, series, plan.series is not None)
     active = np.flatnonzero(accepted & (a <= b))
-    rows = pa.array(active)
+    every = len(active) == n  # each row reaches a window (the common case): nothing to take
+
+    def rows_of(column):
+        return column if every else column.take(pa.array(active))
+
     spans, times = None, {}
     if any(derive == "occupancy" for _, _, derive, _ in plan.partials):  # the time inside windows: [l, u) too
         spans, times = ("_l", "_u", o, s, w), {"_l": start[active], "_u": np.maximum(end, start + 1)[active]}
-    events = pa.table({**{k: column.take(rows) for k, column in keys.items()}, "_a": a[active], "_b": b[active],
-                       **times, **{c: column.take(rows) for c, column in shipped.items()}})  # fmt: skip
+    events = pa.table({**{k: rows_of(column) for k, column in keys.items()}, "_a": a[active], "_b": b[active],
+                       **times, **{c: rows_of(column) for c, column in shipped.items()}})  # fmt: skip
     counts = (n, int(n - accepted.sum()), int(late.sum()))
     late_rows = np.flatnonzero(late)
     overlap_first = (start[late_rows] - o - w) // s + 1  # the windows it missed: window_runs' _missed
