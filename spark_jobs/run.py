@@ -356,6 +356,13 @@ def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float, few_windo
         written = {}
         plans = [c.plan for c in job.choices]
         for name in ("windows", "rejected", "late"):
+            carried = name != "windows" and job.side is not None and job.side.carries(name)
+            rows = job.side.table(name) if carried else None
+            if rows is not None:  # the tasks' rows, few enough to write on the driver, as the local engine does
+                (output / name).mkdir()
+                write_arrow_part(rows, output / name, cfg)
+                written[name] = rows.num_rows
+                continue
             frame = job.output(name)
             if name != "windows" and job.counted_by_windows and job.counts.get.get(name) == 0:
                 # counted while windowing: none, so no pass over the input for them, and no Spark job to write

@@ -29,7 +29,13 @@ from spanning.engines.reader import (
     time_kinds,
 )
 from spanning.kernels import threads
-from spanning.kernels.compiled import key_extremes, text_layout, text_neighbours_differ
+from spanning.kernels.compiled import (
+    appearance_codes,
+    first_rows,
+    key_extremes,
+    text_layout,
+    text_neighbours_differ,
+)
 from spanning.kernels.windows import as_chronon, event_ends
 
 __all__ = [
@@ -37,6 +43,7 @@ __all__ = [
     "FrameEvents",
     "arrow_frame",
     "as_frame",
+    "column_codes",
     "event_times",
     "event_values",
     "group_codes",
@@ -201,18 +208,117 @@ def group_codes(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.nd
     """Key codes in order of first appearance, and the row where each key first appears.
 
     Null keys (None, NaN, pandas NA, in any mix) form one ordinary group; "" is a key like any other.
+
+    In linear time, with no sort, whatever the order of the rows: each key column is coded on its own
+    (``column_codes``), and several are combined by mixed radix, coded again in order of first appearance.
     """
     n = len(frame)
     if not keys:
         return np.zeros(n, dtype=np.int64), np.zeros(1 if n else 0, dtype=np.int64)
-    if len(keys) == 1 and n:
-        runs = key_runs(frame[keys[0]])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    codes, first = column_codes(frame[keys[0]])
+    for key in keys[1:]:
+        part, part_first = column_codes(frame[key])
+        combined = codes * len(part_first) + part  # below n * n: no overflow up to 3e9 rows
+        codes, first = _integer_codes(combined, None)
+    return codes, first
+
+
+def column_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``group_codes`` of one key column: codes in order of first appearance (nulls one key) and first rows.
+
+    * Integers (and booleans, masked or not) over a short span: a table over the span, one pass, no hashing
+      (``appearance_codes``); wider ones are hashed (``pd.factorize``).
+    * Rows grouped by key (sorted input, as the Spark job and batch files have it): the runs are numbered
+      (``key_runs``), when the first rows say that the neighbours mostly agree.
+    * Objects: a frame read from CSV or Parquet holds one Python object per distinct string, so the objects'
+      addresses are hashed as integers and only one object per address is hashed as a key
+      (``_object_codes``); other columns are hashed as they are (``pd.factorize``).
+    """
+    n = len(series)
+    dtype = series.dtype
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    values = series.to_numpy()
+    if _mostly_grouped(values):
+        runs = key_runs(series)
         if runs is not None:
             return runs
-    grouped = frame.groupby(keys, sort=False, dropna=False, observed=True)  # dropna=False: nulls are one group
-    codes = grouped.ngroup().to_numpy().astype(np.int64)
-    _, first_rows = np.unique(codes, return_index=True)
-    return codes, first_rows
+    if dtype.kind in "iub":
+        null = None
+        if pd.api.types.is_extension_array_dtype(dtype):  # masked: the nulls by the mask, no float detour
+            null = np.ascontiguousarray(series.isna().to_numpy(), dtype=bool)
+            values = series.to_numpy(dtype=dtype.numpy_dtype, na_value=False if dtype.kind == "b" else 0)
+            if not null.any():
+                null = None
+        if values.dtype.kind in "iub":  # uint64 read as int64: one to one, so equal keys stay equal
+            as_int = values.view(np.int64) if values.dtype == np.uint64 else values.astype(np.int64, copy=False)
+            return _integer_codes(np.ascontiguousarray(as_int), null)
+    if values.dtype == object and not isinstance(dtype, pd.CategoricalDtype):
+        codes = _object_codes(values)
+    else:
+        codes = pd.factorize(series, use_na_sentinel=True)[0].astype(np.int64, copy=False)
+    codes = _null_group(codes)
+    return codes, first_rows(codes, int(codes.max()) + 1)
+
+
+def _integer_codes(values: np.ndarray, null: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of int64 ``values`` in order of first appearance (rows where ``null``: one key), and first rows."""
+    flags = np.zeros(0, dtype=bool) if null is None else null
+    if not flags.flags.writeable:
+        flags = flags.copy()
+    codes, first = appearance_codes(values, flags, 4 * len(values) + 1024)
+    if len(codes) == len(values):
+        return codes, first
+    if null is None:  # hashed: linear
+        codes = pd.factorize(values)[0].astype(np.int64, copy=False)
+    else:  # the values under the mask are no keys
+        codes = np.full(len(values), -1, dtype=np.int64)
+        codes[~null] = pd.factorize(values[~null])[0]
+        codes = _null_group(codes)
+    return codes, first_rows(codes, int(codes.max()) + 1)
+
+
+def _null_group(codes: np.ndarray) -> np.ndarray:
+    """Codes in order of first appearance with -1 for nulls, the nulls made one key in its place of appearance."""
+    nulls = codes < 0
+    if not nulls.any():
+        return codes
+    at = int(np.argmax(nulls))
+    null_code = int(codes[:at].max()) + 1 if at else 0  # the keys before the first null are codes 0 .. null_code - 1
+    return np.where(nulls, null_code, codes + (codes >= null_code)).astype(np.int64, copy=False)
+
+
+SAMPLE_ROWS = 4096  # the first rows, for choices that only change the speed: the results are the same either way
+
+
+def _mostly_grouped(values: np.ndarray) -> bool:
+    """Whether most of the first rows equal their neighbour: rows grouped by key, for ``key_runs``."""
+    head = values[:SAMPLE_ROWS]
+    if len(head) < 2:
+        return True
+    try:
+        differ = int(np.count_nonzero(head[1:] != head[:-1]))
+    except TypeError:  # "boolean value of NA is ambiguous": let key_runs see
+        return True
+    return 4 * differ <= len(head)
+
+
+def _object_codes(values: np.ndarray) -> np.ndarray:
+    """``pd.factorize`` codes (-1 for nulls) of an object column, through the objects' addresses where the column
+    holds few objects (as read from a file): the addresses are hashed as integers, one object of each hashed as a
+    key. The same object is the same key; an object that is no key (NaN) stays -1."""
+    n = len(values)
+    values = np.ascontiguousarray(values)  # a column of a 2-D object block is strided: its pointers are not in a row
+    head = values[:SAMPLE_ROWS]
+    addresses = np.ctypeslib.as_array((ctypes.c_ssize_t * n).from_address(values.ctypes.data)).view(np.int64)
+    keys, objects = len(pd.unique(head)), len(pd.unique(addresses[:SAMPLE_ROWS]))
+    if objects > 2 * keys + 16 or keys > 0.9 * len(head):  # one object per row, or per key and row: no gain
+        return pd.factorize(values, use_na_sentinel=True)[0].astype(np.int64, copy=False)
+    per_address, distinct = pd.factorize(addresses)  # read while ``values`` holds the objects
+    objects = values[first_rows(per_address.astype(np.int64, copy=False), len(distinct))]
+    return pd.factorize(objects, use_na_sentinel=True)[0].astype(np.int64, copy=False)[per_address]
 
 
 def key_runs(series: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:

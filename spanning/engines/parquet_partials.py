@@ -160,7 +160,9 @@ def row_group_partials(path: str, row_group: int, part: int, parts: int, plan: R
         return
     reduced = _reduced(table, plan)
     if plan.side is not None and len(reduced.late):  # the late rows with every column, as read
-        late = read(None).take(pa.array(reduced.late))
+        every = source.schema_arrow.names
+        whole = table if set(every) <= set(table.column_names) else read(None)  # decoded again only if need be
+        late = whole.select(every).take(pa.array(reduced.late))
         late = late.append_column(WINDOWS_MISSED, pa.array(reduced.missed, pa.int64()))
         piece = f"{uuid.uuid5(uuid.NAMESPACE_URL, os.path.abspath(path)).hex[:12]}-{row_group:06d}-{part:04d}"
         write_side_part(late, os.path.join(plan.side, "late"), piece)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spanning.kernels.compiled import dense_codes, first_rows, run_cells, run_sums_int
+from spanning.kernels.compiled import appearance_codes, first_rows, run_cells, run_sums_int
 from spanning.kernels.ranges import (
     extreme_sentinel,
     range_count,
@@ -113,27 +113,45 @@ def aggregate_runs(
 
 
 def key_codes(arrays: Sequence) -> np.ndarray:
-    """Dense int64 codes of the rows' keys (pyarrow arrays, nulls are a key), equal rows equal codes."""
+    """Dense int64 codes of the rows' keys (pyarrow arrays, nulls are a key), equal rows equal codes, in order of
+    first appearance.
+
+    In linear time, with no sort: integers over a short span by a table over the span (``appearance_codes``), other
+    columns hashed (Arrow's ``dictionary_encode``); several columns by mixed radix, coded again the same way.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not arrays:
         return np.zeros(0, np.int64)
-    codes = None
+    no_nulls = np.zeros(0, bool)
+
+    def integer_codes(values: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, int] | None:
+        codes, first = appearance_codes(values, null, 4 * len(values) + 1024)
+        return (codes, len(first)) if len(codes) == len(values) else None  # None: past the span
+
+    def hashed(array) -> tuple[np.ndarray, int]:
+        encoded = pc.dictionary_encode(array, null_encoding="encode")  # nulls one key, in their place
+        return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), len(encoded.dictionary)
+
+    codes, count = None, 0
     for array in arrays:
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
-        if codes is None and len(arrays) == 1 and pa.types.is_integer(array.type) and not array.null_count:
-            values = np.ascontiguousarray(array.to_numpy(), np.int64)
-            dense = dense_codes(values, 4 * len(values) + 1024)  # integers over a short span: no hashing
-            if len(dense) == len(values):
-                return dense
-        encoded = pc.dictionary_encode(array, null_encoding="encode")
-        part = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        part = None
+        if pa.types.is_integer(array.type):  # uint64 read as int64: one to one
+            null = no_nulls
+            if array.null_count:
+                null = np.array(array.is_null().to_numpy(zero_copy_only=False), bool)
+                array = array.fill_null(0)
+            part = integer_codes(np.ascontiguousarray(array.to_numpy(), np.int64), null)
+        if part is None:
+            part = hashed(array)
         if codes is None:
-            codes = part
-        else:  # mixed radix, compacted so that many key columns never overflow
-            codes = np.unique(codes * len(encoded.dictionary) + part, return_inverse=True)[1].astype(np.int64)
+            codes, count = part
+        else:  # mixed radix, below count * count: coded again so that many key columns never overflow
+            combined = codes * part[1] + part[0]
+            codes, count = integer_codes(combined, no_nulls) or hashed(pa.array(combined))
     return codes
 
 

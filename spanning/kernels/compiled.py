@@ -17,6 +17,7 @@ here reduce such runs into one value per window, each in one pass with no tempor
 * ``key_extremes`` and ``chunk_runs``: the same runs for a chunk of several keys whose clocks run per key
   (``spanning.engines.chunks.reduce_chunk``: ``spanning.aggregate`` and the stream's feed);
 * ``dense_codes`` and ``first_rows``: integer keys as codes without hashing, and each code's first row;
+  ``appearance_codes``: both at once, codes in order of first appearance (``spanning.aggregate``'s key codes);
 * ``text_neighbours_differ``: neighbouring text keys of an object column compared by their bytes in memory
   (``text_layout``), for the key runs of ``spanning.aggregate``.
 
@@ -60,8 +61,8 @@ except ImportError as missing:  # pragma: no cover - the package requires it; a 
     ) from missing
 
 __all__ = [
-    "CACHED", "chunk_runs", "dense_codes", "event_runs", "first_rows", "key_extremes", "run_cells", "run_counts",
-    "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int", "run_windows", "text_layout",
+    "CACHED", "appearance_codes", "chunk_runs", "dense_codes", "event_runs", "first_rows", "key_extremes", "run_cells",
+    "run_counts", "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int", "run_windows", "text_layout",
     "text_neighbours_differ", "warm_up", "warm_up_shipped",
 ]  # fmt: skip
 
@@ -414,6 +415,54 @@ def first_rows(codes, n_keys):
     return rows
 
 
+@_compile
+def appearance_codes(values, null, most):
+    """Codes 0 .. k − 1 of integer ``values`` in the order of their first appearance, equal values equal codes, the
+    rows where ``null`` is set (an empty ``null``: none) one key more, and the row where each code first appears,
+    when the values span at most ``most`` numbers (a table over the span, no hashing, no sort); else two empty arrays.
+    """
+    n = len(values)
+    nulls = len(null) > 0
+    low = high = 0
+    found = False
+    for i in range(n):
+        if nulls and null[i]:
+            continue
+        v = values[i]
+        if not found:
+            low = high = v
+            found = True
+        elif v < low:
+            low = v
+        elif v > high:
+            high = v
+    span = high - low
+    if n == 0 or span < 0 or span >= most:  # past the span, or past int64 (it wrapped)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    code = np.full(span + 1, -1, np.int64)
+    codes = np.empty(n, np.int64)
+    rows = np.empty(n, np.int64)
+    null_code = -1
+    k = 0
+    for i in range(n):
+        if nulls and null[i]:
+            if null_code < 0:
+                null_code = k
+                rows[k] = i
+                k += 1
+            codes[i] = null_code
+        else:
+            slot = values[i] - low
+            c = code[slot]
+            if c < 0:
+                c = k
+                code[slot] = k
+                rows[k] = i
+                k += 1
+            codes[i] = c
+    return codes, rows[:k].copy()
+
+
 @numba.extending.intrinsic
 def _word_at(typingctx, address):
     """The int64 stored at ``address`` (the caller holds what lives there)."""
@@ -540,6 +589,7 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
         "run_cells": [lambda t=t: run_cells(ints, t, t, 1, 1) for t in ints_of],
         "event_runs": [lambda t=t: event_runs(t, t, flags.copy(), 1, 0, 1, 0, 0, False) for t in ints_of],
         "dense_codes": [lambda t=t: dense_codes(t, 1) for t in ints_of],
+        "appearance_codes": [lambda t=t: appearance_codes(t, flags[:0].copy(), 1) for t in ints_of],
         "run_windows": [lambda: run_windows(ints, ints)],
         "key_extremes": [lambda c=c: key_extremes(ints, c, ints.copy(), True) for c in codes_of],
         "chunk_runs": [lambda c=c: chunk_runs(ints, ints, c, ints, ints, ints, 1, 0, 1, 0) for c in codes_of],
@@ -553,7 +603,7 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
 COMPILE_SECONDS = {"run_cells": 6.8, "run_extremes": 6.3, "dense_codes": 2.8, "run_occupancy": 1.9, "run_counts": 1.3,
                    "chunk_runs": 1.2, "event_runs": 1.0, "run_sums_float": 0.9, "run_sums_int": 0.3,
                    "key_extremes": 0.3, "run_windows": 0.3, "first_rows": 0.2,
-                   "text_neighbours_differ": 0.7}  # fmt: skip
+                   "text_neighbours_differ": 0.7, "appearance_codes": 1.0}  # fmt: skip
 
 
 def warm_up_shares(parts: int) -> list[list[str]]:
