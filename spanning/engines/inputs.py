@@ -240,8 +240,7 @@ def column_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     dtype = series.dtype
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    values = series.to_numpy()
-    if _mostly_grouped(values):
+    if _mostly_grouped(series):
         runs = key_runs(series)
         if runs is not None:
             return runs
@@ -252,9 +251,12 @@ def column_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
             values = series.to_numpy(dtype=dtype.numpy_dtype, na_value=False if dtype.kind == "b" else 0)
             if not null.any():
                 null = None
+        else:
+            values = series.to_numpy()
         if values.dtype.kind in "iub":  # uint64 read as int64: one to one, so equal keys stay equal
             as_int = values.view(np.int64) if values.dtype == np.uint64 else values.astype(np.int64, copy=False)
             return _integer_codes(np.ascontiguousarray(as_int), null)
+    values = series.to_numpy()
     if values.dtype == object and not isinstance(dtype, pd.CategoricalDtype):
         codes = _object_codes(values)
     else:
@@ -268,9 +270,12 @@ def _integer_codes(values: np.ndarray, null: np.ndarray | None) -> tuple[np.ndar
     flags = np.zeros(0, dtype=bool) if null is None else null
     if not flags.flags.writeable:
         flags = flags.copy()
-    codes, first = appearance_codes(values, flags, 4 * len(values) + 1024)
-    if len(codes) == len(values):
-        return codes, first
+    most = 4 * len(values) + 1024
+    head = values[:SAMPLE_ROWS] if null is None else values[:SAMPLE_ROWS][~null[:SAMPLE_ROWS]]
+    if not len(head) or int(head.max()) - int(head.min()) < most:  # else the first rows span too wide: no table
+        codes, first = appearance_codes(values, flags, most)
+        if len(codes) == len(values):
+            return codes, first
     if null is None:  # hashed: linear
         codes = pd.factorize(values)[0].astype(np.int64, copy=False)
     else:  # the values under the mask are no keys
@@ -293,14 +298,15 @@ def _null_group(codes: np.ndarray) -> np.ndarray:
 SAMPLE_ROWS = 4096  # the first rows, for choices that only change the speed: the results are the same either way
 
 
-def _mostly_grouped(values: np.ndarray) -> bool:
+def _mostly_grouped(series: pd.Series) -> bool:
     """Whether most of the first rows equal their neighbour: rows grouped by key, for ``key_runs``."""
-    head = values[:SAMPLE_ROWS]
+    head = series.iloc[:SAMPLE_ROWS]
     if len(head) < 2:
         return True
+    values = np.where(head.isna().to_numpy(), None, head.to_numpy())  # nulls as one object: NA has no truth value
     try:
-        differ = int(np.count_nonzero(head[1:] != head[:-1]))
-    except TypeError:  # "boolean value of NA is ambiguous": let key_runs see
+        differ = int(np.count_nonzero(values[1:] != values[:-1]))
+    except (TypeError, ValueError):  # keys that do not compare: let key_runs see
         return True
     return 4 * differ <= len(head)
 

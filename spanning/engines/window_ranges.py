@@ -140,11 +140,11 @@ def key_codes(arrays: Sequence) -> np.ndarray:
             array = array.combine_chunks()
         part = None
         if pa.types.is_integer(array.type):  # uint64 read as int64: one to one
-            null = no_nulls
-            if array.null_count:
+            null, filled = no_nulls, array
+            if array.null_count:  # the nulls by the mask; the values under it are no keys
                 null = np.array(array.is_null().to_numpy(zero_copy_only=False), bool)
-                array = array.fill_null(0)
-            part = integer_codes(np.ascontiguousarray(array.to_numpy(), np.int64), null)
+                filled = array.fill_null(0)
+            part = integer_codes(np.ascontiguousarray(filled.to_numpy(), np.int64), null)
         if part is None:
             part = hashed(array)
         if codes is None:
