@@ -4,6 +4,7 @@
     python bench/bench_spark_job.py --processes --archive on     # the driver's class archive on both sides
     python bench/bench_spark_job.py --timeline 900/60 --keys hot # where one process's time goes, both commands
     python bench/bench_spark_job.py --processes --rows 30000000 --csv-files 1 --shapes 900/60 --floor  # one CSV file
+    python bench/bench_spark_job.py --processes --rows 30000000 --copies 10 --no-script --floor --shapes 900/60
     python bench/bench_spark_job.py                              # one Spark session, job and SQL interleaved
 
 With ``--processes`` (how a user times it) each round starts ``spanning run``, the hand-written script
@@ -44,6 +45,37 @@ HERE = Path(__file__).resolve().parent
 
 
 KEY_SHAPES = ("zipf", "hot", "none", "uniform")  # the cells of the integer CDRs (--keys); none: a query without --key
+
+
+def copies_of(path: Path, copies: int) -> Path:
+    """A folder holding ``path`` ``copies`` times (links, no bytes copied): 300M rows from the 30M-row file."""
+    folder = path.with_name(f"{path.stem}-x{copies}")
+    folder.mkdir(exist_ok=True)
+    for i in range(copies):
+        link = folder / f"part-{i:03d}{path.suffix}"
+        if not link.exists():
+            link.symlink_to(path)
+    return folder
+
+
+def _same_as_one_copy(out: Path, run: list[str], env: dict, copies: int, keyed: bool = True) -> None:
+    """The windows of ``copies`` copies of a file against those of the file once: every count and sum ``copies``
+    times, every maximum the same (an event's windows and lateness depend on its own times only)."""
+    folder = Path(run[run.index("run") + 1])
+    one = [*run[: run.index("run") + 1], str(next(folder.iterdir()).resolve()), *run[run.index("run") + 2:]]
+    one = [*one[: one.index("--output")], "--output", str(out / "one"), "--overwrite"]
+    timed_command(one, env)
+    by = [*(["cell"] if keyed else []), "window_start"]
+    many, single = (pd.read_parquet(out / side / "windows").sort_values(by).reset_index(drop=True)
+                    for side in ("run", "one"))  # fmt: skip
+    expected = single.assign(count=single["count"] * copies, sum_bytes=single["sum_bytes"] * copies)
+    try:
+        pd.testing.assert_frame_equal(many[expected.columns], expected, check_dtype=False)
+    except AssertionError as err:
+        raise SystemExit(f"{copies} copies gave other windows than one copy times {copies} in {out}: {err}") from None
+    summaries = [json.loads((out / side / "summary.json").read_text()) for side in ("run", "one")]
+    if summaries[0]["late"] != copies * summaries[1]["late"]:
+        raise SystemExit(f"{copies} copies: {summaries[0]['late']} late rows, one copy {summaries[1]['late']}")
 
 
 def dataset(data: str, rows: int, keys: str, csv_files: int = 0) -> Path:
@@ -162,8 +194,8 @@ def ratio_spread(ours: list[float], theirs: list[float]) -> str:
 
 
 def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: list[str], shapes: list,
-              agg_sets: dict, floor: bool, plan: str = "auto", csv_files: int = 0,
-              ttp: str = "7d") -> None:  # fmt: skip
+              agg_sets: dict, floor: bool, plan: str = "auto", csv_files: int = 0, ttp: str = "7d",
+              copies: int = 1, script: bool = True) -> None:  # fmt: skip
     """Whole processes, interleaved, the order turning each round (run, script, floor; script, floor, run; ...):
     ``spanning run`` against the standalone SQL script, each with the driver's class archive (``archive``) or both
     without it; the first round's windows compared."""
@@ -178,22 +210,26 @@ def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: 
     for data in datasets:
         for shape in keys if data == "int" else ["zipf"]:
             path = dataset(data, rows, shape, csv_files)
+            path = copies_of(path, copies) if copies > 1 else path
             for range_, slide in shapes:
                 for name, aggs in agg_sets.items():
                     commands = _commands(path, out, range_, slide, aggs, keyed=shape != "none", plan=plan, ttp=ttp)
-                    labels = ["run", "sql", *(["floor"] if floor else [])]
+                    labels = ["run", *(["sql"] if script else []), *(["floor"] if floor else [])]
                     times = {label: [] for label in labels}
                     for round_ in range(repeat):  # the order turns each round: run, sql, floor; sql, floor, run...
                         for label in labels[round_ % len(labels):] + labels[: round_ % len(labels)]:
                             times[label].append(timed_command(commands[label], env))
-                        if round_ == 0 and ttp == "7d":  # none late: the explode's windows are ours
+                        if round_ == 0 and copies > 1:  # many copies of one file: the file's windows, times N
+                            _same_as_one_copy(out, commands["run"], env, copies, keyed=shape != "none")
+                        elif round_ == 0 and ttp == "7d" and script:  # none late: the explode's windows are ours
                             _same_windows(out, aggs, keyed=shape != "none")
-                        elif round_ == 0:  # some late: the general way's (--plan explode) outputs are ours
+                        elif round_ == 0 and ttp != "7d":  # some late: the general way's (--plan explode) are ours
                             _same_as_explode_plan(out, commands["run"], env, aggs, keyed=shape != "none")
                     chosen = json.loads((out / "run" / "summary.json").read_text())["plans"][0]
                     cells = [data, shape if data == "int" else "text", f"{range_ // 60}m/{slide // 60}m", name,
                              f"{chosen['plan']} ({chosen['windows_per_event'] or 0:.1f})", spread(times["run"]),
-                             spread(times["sql"]), ratio_spread(times["run"], times["sql"])]  # fmt: skip
+                             *((spread(times["sql"]), ratio_spread(times["run"], times["sql"])) if script
+                               else ("-", "-"))]  # fmt: skip
                     if floor:
                         cells += [spread(times["floor"]),
                                   f"{statistics.median(times['run']) / statistics.median(times['floor']):.2f}×"]
@@ -288,6 +324,10 @@ def main() -> None:
     parser.add_argument("--csv-files", type=int, default=0, metavar="N",
                         help="--processes: the integer CDRs as N CSV files (epoch seconds), read by both sides")
     parser.add_argument("--ttp", default="7d", help="--processes: spanning run's --ttp (default 7d: none late)")
+    parser.add_argument("--copies", type=int, default=1, metavar="N",
+                        help="--processes: the data file N times in one folder (300M rows from 30M); the windows are"
+                        " checked against one copy's, times N")  # fmt: skip
+    parser.add_argument("--no-script", action="store_true", help="--processes: time the run and the floor only")
     parser.add_argument("--floor", action="store_true", help="--processes: also time the floor (read, group by cell)")
     parser.add_argument("--both-agg-sets", action="store_true",
                         help="--processes: count + sum too, not only count + sum + max")  # fmt: skip
@@ -306,7 +346,7 @@ def main() -> None:
         agg_sets = AGG_SETS if args.both_agg_sets else {"count+sum+max": AGG_SETS["count+sum+max"]}
         shapes = [tuple(int(x) for x in pair.split("/")) for pair in args.shapes.split(",")]
         processes(args.rows, args.repeat, args.archive == "on", datasets, keys, shapes, agg_sets, args.floor,
-                  args.plan, args.csv_files, args.ttp)
+                  args.plan, args.csv_files, args.ttp, args.copies, not args.no_script)
         return
     records, agreement = spark_vs_sql(args.rows, args.repeat, lambda m: None, args.master, sink=args.sink)
     print(f"{args.rows:,} CDRs, {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
