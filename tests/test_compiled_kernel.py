@@ -1,9 +1,9 @@
 """The compiled kernel (``spanning.kernels.compiled``) against the definitions, evaluated event by window.
 
 Each kernel reduces runs of windows ``first..last`` into one value per window; the reference here walks every
-(event, window) pair in Python. Runs are short and long (so ``run_extremes`` takes both its loop and its
-sparse table), values reach the ends of int64 (sums are exact modulo 2^64), and keys are few or many with
-spans dense or sparse (so ``run_cells`` takes both its layouts).
+(event, window) pair in Python. Runs are short and long, drawn apart for each branch of ``run_extremes`` (its loop,
+its sparse table), and each example checks the branch it took; values reach the ends of int64 (sums are exact
+modulo 2^64), and keys are few or many with spans dense or sparse (so ``run_cells`` takes both its layouts).
 """
 
 from __future__ import annotations
@@ -24,11 +24,28 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
 @st.composite
-def runs(draw, windows: int = 40):
-    n = draw(st.integers(0, 30))
-    first = draw(st.lists(st.integers(0, windows - 1), min_size=n, max_size=n))
-    lengths = draw(st.lists(st.one_of(st.integers(0, 3), st.integers(0, windows)), min_size=n, max_size=n))
-    last = [min(f + length, windows - 1) for f, length in zip(first, lengths, strict=True)]
+def runs(draw, table: bool | None = None, windows: int = 40):
+    """Runs of windows ``first..last`` that ``run_extremes`` reduces by its loop (``table`` False) or by its sparse
+    table (True); None: either. Its test checks the branch each took (``_run_extremes_branch``).
+
+    The table is taken when the runs hold more than ``2·runs + windows·levels`` windows in all (levels: 1 +
+    ⌊log2 L⌋, L the longest run's windows; at most 6 of 40). Loop: m ≤ 26 runs of at most 4 windows and k ≤ 4 of
+    any length hold at most k·L + 4·m, no more than 2·(k + m) + 40·levels since k·(L − 2) + 2·m ≤ 4·38 + 52 < 240
+    for L of 32-40 (and likewise for shorter L). Table: k = 14-24 runs of at least 21 windows among m ≤ 6 of any
+    length hold at least 21·k + m, more than 2·(k + m) + 240 since 19·14 > 240 + 6.
+    """
+    if table is None:
+        table = draw(st.booleans())
+    any_run = st.tuples(st.integers(0, windows - 1), st.integers(0, windows))  # (first, windows after it)
+    if table:
+        long_run = st.tuples(st.integers(0, windows // 2 - 1), st.integers(windows // 2, windows))
+        drawn = draw(st.lists(long_run, min_size=14, max_size=24)) + draw(st.lists(any_run, max_size=6))
+    else:
+        short_run = st.tuples(st.integers(0, windows - 1), st.integers(0, 3))
+        drawn = draw(st.lists(short_run, max_size=26)) + draw(st.lists(any_run, max_size=4))
+    drawn = draw(st.permutations(drawn))  # long and short runs in any order
+    first = [f for f, _ in drawn]
+    last = [min(f + length, windows - 1) for f, length in drawn]
     return np.array(first, np.int64), np.array(last, np.int64), windows
 
 
@@ -36,10 +53,35 @@ def _pairs(first, last):
     return [(e, w) for e in range(len(first)) for w in range(first[e], last[e] + 1)]
 
 
-@settings(max_examples=examples(200), deadline=None)
-@given(case=runs(), data=st.data())
-def test_counts_sums_and_extremes_are_the_explode(case, data):
-    first, last, windows = case
+def _run_extremes_branch(*arguments) -> str:
+    """The branch ``run_extremes`` takes for these arguments: its Python source (what numba compiled) run under a
+    tracer, "table" when it returns having built the sparse table, else "loop"."""
+    code, taken = compiled.run_extremes.py_func.__code__, []
+
+    def trace(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+        if event == "return":
+            taken.append("table" if "table" in frame.f_locals else "loop")
+        return trace
+
+    before = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        compiled.run_extremes.py_func(*arguments)
+    finally:
+        sys.settrace(before)
+    assert len(taken) == 1, taken
+    return taken[0]
+
+
+@pytest.mark.parametrize("branch", ["loop", "table"])
+@settings(max_examples=examples(100), deadline=None)
+@given(data=st.data())
+def test_counts_sums_and_extremes_are_the_explode(branch, data):
+    """Every kernel of runs against the explode, on runs drawn for each branch of ``run_extremes``: every example
+    takes the branch it was drawn for, so each test run checks both."""
+    first, last, windows = data.draw(runs(table=branch == "table"), label="runs")
     n = len(first)
     ints = np.array(data.draw(st.lists(INT64, min_size=n, max_size=n)), np.int64)
     floats = np.array(data.draw(st.lists(st.floats(-1e9, 1e9), min_size=n, max_size=n)), np.float64)
@@ -56,10 +98,10 @@ def test_counts_sums_and_extremes_are_the_explode(case, data):
     assert compiled.run_sums_int(first, last, windows, ints).tolist() == wrapped
     assert compiled.run_sums_float(first, last, windows, floats).tolist() == float_sums
     low = np.int64(-(2**63))
-    got = compiled.run_extremes(first, last, windows, ints, low, True).tolist()
-    assert got == [low if b is None else b for b in best_int]
-    got = compiled.run_extremes(first, last, windows, floats, np.inf, False).tolist()
-    assert got == [np.inf if b is None else b for b in least_float]
+    for values, sentinel, largest, best in ((ints, low, True, best_int), (floats, np.inf, False, least_float)):
+        assert _run_extremes_branch(first, last, windows, values, sentinel, largest) == branch
+        got = compiled.run_extremes(first, last, windows, values, sentinel, largest).tolist()
+        assert got == [sentinel if b is None else b for b in best]
     event, window = compiled.run_windows(first, last)
     assert list(zip(event.tolist(), window.tolist(), strict=True)) == _pairs(first, last)
 
@@ -165,7 +207,7 @@ def test_a_python_without_numba_is_told_the_package_in_one_line():
 def test_the_kernel_imported_from_a_zip_caches_beside_a_copy_on_disk(tmp_path, variable):
     """Imported from a zip (the engine shipped to bare executors), the kernel runs from a copy of its source in
     $SPANNING_KERNEL_CACHE, else $NUMBA_CACHE_DIR, so that numba caches there: a second process loads what the
-    first compiled."""
+    first compiled (numba's dispatcher counts it a cache hit, and no miss: it compiled nothing)."""
     import zipfile
     from pathlib import Path
 
@@ -178,16 +220,20 @@ def test_the_kernel_imported_from_a_zip_caches_beside_a_copy_on_disk(tmp_path, v
             zipped.write(path, path.relative_to(root))
     probe = (f"import sys; sys.path.insert(0, {str(archive)!r}); import numpy as np;"
              " import spanning.kernels.compiled as c; counts = c.run_counts(np.array([0]), np.array([1]), 2);"
-             " module = c.run_counts.__module__;"
-             " print(c.__file__, module, sys.modules[module].__file__, counts.tolist())")  # fmt: skip
+             " module = c.run_counts.__module__; stats = c.run_counts.stats;"
+             " print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()),"
+             " c.__file__, module, sys.modules[module].__file__, counts.tolist())")  # fmt: skip
     env = {variable: str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
     outputs = [subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path,
                               timeout=300) for _ in range(2)]  # fmt: skip
+    loads = []
     for done in outputs:
         assert done.returncode == 0, done.stderr[-2000:]
-        origin, module, copy, counts = done.stdout.split(" ", 3)
+        hits, misses, origin, module, copy, counts = done.stdout.split(" ", 5)
         assert "engine.zip" in origin and module.startswith("spanning_kernel_") and counts.strip() == "[1, 1]"
         assert Path(copy).parent.parent == tmp_path / "cache" and Path(copy).parent.name.startswith("spanning-kernel-")
+        loads.append((int(hits), int(misses)))
+    assert loads == [(0, 1), (1, 0)], loads  # (cache hits, misses): the first compiled, the second loaded it
     cached = list((tmp_path / "cache").rglob("*.nbi"))
     assert cached, list((tmp_path / "cache").rglob("*"))
 

@@ -45,9 +45,13 @@ def test_parquet_schema_from_the_footers_is_the_one_spark_infers(spark, tmp_path
     folder.mkdir()
     pq.write_table(table.slice(0, 1), folder / "a.parquet")
     pq.write_table(table.slice(1, 1), folder / "b.parquet")
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(None))
     inputs = input_files([str(folder)], None, ",")
     footer = parquet_footer_schema(inputs)
+    assert set(tracker.getJobIdsForGroup(None)) == before  # no Spark job: the footers read on the driver
     inferred = spark.read.parquet(str(folder)).schema
+    assert set(tracker.getJobIdsForGroup(None)) > before  # as Spark's inference runs one (so one would be seen)
     assert footer is not None and footer == inferred
     read = read_input(spark, inputs)
     assert read.schema == inferred
