@@ -49,8 +49,8 @@ KEY_SHAPES = ("zipf", "hot", "none", "uniform")  # the cells of the integer CDRs
 
 def copies_of(path: Path, copies: int) -> Path:
     """A folder holding ``path`` ``copies`` times (hard links, no bytes copied): 300M rows from the 30M-row file.
-    Not symbolic links: Hadoop's local file system gives a link's own size, so Spark read each copy as one split
-    (the floor took 208 s over ten of them, against 32 s in issue 66's own run)."""
+    Hard links are plain files to every reader; symbolic ones were suspected of slowing Spark's floor (208 s over
+    ten of them), but ten hard links gave 188 s on the same loaded machine, so that is not shown."""
     folder = path.with_name(f"{path.stem}-x{copies}-hard")
     folder.mkdir(exist_ok=True)
     for i in range(copies):
