@@ -140,9 +140,10 @@ def _aggregate(
     for name in names:  # object columns (arg-aggregates, per-event results) as nullable dtypes
         if windows[name].dtype == object:
             windows[name] = nullable_column(windows[name])
-    key_rows = ev.group_rows[windows.pop("_group").to_numpy(dtype=np.int64)]
-    for i, name in enumerate(ev.keys):  # key columns first, as the first row of each key holds them
-        windows.insert(i, name, key_values(frame[name])[key_rows])
+    if "_group" in windows:  # the key columns are not in yet (``_vectorised`` puts them in where it can)
+        key_rows = ev.group_rows[windows.pop("_group").to_numpy(dtype=np.int64)]
+        for i, name in enumerate(ev.keys):  # key columns first, as the first row of each key holds them
+            windows.insert(i, name, key_values(frame[name])[key_rows])
     if ev.timestamps:  # the bounds as the times were given: instants
         for name in ("window_start", "window_end"):
             windows[name] = chronon_timestamps(windows[name].to_numpy(np.int64), columns.time_unit).array
@@ -161,13 +162,21 @@ def _vectorised(
     series_start = ev.starts[ev.group_rows] if ev.series_start is None else ev.series_start
     events = KeyedEvents(ev.starts, ev.ends, ev.groups, len(ev.group_rows), series_start)
     result = reduce_chunk(spec, aggs, events, cols)
-    data: dict[str, Any] = {
-        "_group": result.window_group,
-        "window_start": result.window_start,
-        "window_end": result.window_end,
-    }
-    data.update(zip(names, result.values, strict=True))
-    return pd.DataFrame(data), result.late_rows, result.windows_missed
+    data: dict[str, Any] = {}
+    if len(set(ev.keys)) == len(ev.keys) and not set(ev.keys) & {"window_start", "window_end", *names}:
+        for name in ev.keys:  # key columns first, as the first row of each key holds them: one gather each
+            data[name] = key_values(ev.frame[name])[ev.group_rows][result.window_group]
+    else:  # names that clash: ``_aggregate`` inserts the key columns (and says so)
+        data["_group"] = result.window_group
+    data["window_start"] = result.window_start
+    data["window_end"] = result.window_end
+    seen: set[int] = set()
+    for name, values in zip(names, result.values, strict=True):  # an array two columns share is copied for one
+        data[name] = values.copy() if id(values) in seen else values
+        seen.add(id(values))
+    # no copy, no consolidation: the arrays are the chunk's own, and stacking the int64 columns into one block cost
+    # 0.4 s at 9M windows (10k keys, 15m/1m)
+    return pd.DataFrame(data, copy=False), result.late_rows, result.windows_missed
 
 
 def _per_event(

@@ -22,7 +22,7 @@ import pandas as pd
 from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns
 from spanning.aggregates.columns import EventSpans, no_columns
 from spanning.kernels import threads
-from spanning.kernels.compiled import chunk_runs, key_extremes
+from spanning.kernels.compiled import chunk_runs, chunk_runs_into, key_extremes, window_labels
 from spanning.kernels.ranges import runs_within
 from spanning.kernels.windows import WindowSpec
 
@@ -164,7 +164,7 @@ def reduce_chunk(
         active_cols = active_cols.subset(rows)
     carrying = carried is not None and len(carried) and carried.partials and carried.lengths.sum()
     held = runs(base[carried.groups], carried.lengths) if carrying else None  # the carried windows
-    emit = np.ones(total, dtype=bool)
+    emit = None  # the windows released (None: all of them, no mask of every window built)
     keep = None
     if carry != "none" and n_groups:
         g = np.arange(n_groups) if carry == "all" else np.array([n_groups - 1])
@@ -172,14 +172,18 @@ def reduce_chunk(
         keep_from = base[g] + np.maximum(first_open - range_from[g], 0)
         keep_to = np.maximum(base[g] + n_windows[g], keep_from)
         keep = runs(keep_from, keep_to - keep_from)
+        emit = np.ones(total, dtype=bool)
         emit[keep] = False
     # the windows whose partials are needed: merged with carried ones, or kept open; the others may be lowered
-    # straight from the runs (``Aggregate.window_results``)
-    needed = np.zeros(total, dtype=bool)
-    for positions in (held, keep):
-        if positions is not None:
-            needed[positions] = True
-    results = [agg.window_results(active_cols, run_first, run_last, total) if not needed.all() else None
+    # straight from the runs (``Aggregate.window_results``). None: no window (a batch's one chunk), no mask built
+    needed = None
+    if held is not None or keep is not None:
+        needed = np.zeros(total, dtype=bool)
+        for positions in (held, keep):
+            if positions is not None:
+                needed[positions] = True
+    all_needed = total == 0 if needed is None else bool(needed.all())
+    results = [agg.window_results(active_cols, run_first, run_last, total) if not all_needed else None
                for agg in aggregates]  # fmt: skip
     # an aggregate that shares its windows' partials with one that needs them (approx_percentile with the
     # column's kll_sketch) answers from those partials, so that its answers are the written sketch's
@@ -188,7 +192,8 @@ def reduce_chunk(
     results = [None if share in shared else direct for share, direct in zip(shares, results, strict=True)]
     within = None  # the runs cut to the needed windows, once for every aggregate that lowers the others
     if any(direct is not None for direct in results):
-        run, first_in, last_in = runs_within(needed, run_first, run_last)
+        run, first_in, last_in = runs_within(np.zeros(total, dtype=bool) if needed is None else needed, run_first,
+                                             run_last)  # fmt: skip
         within = (active_cols.subset(run), first_in, last_in, total)
     partials = [agg.window_partials(active_cols, run_first, run_last, total) if direct is None
                 else agg.window_partials(*within) for agg, direct in zip(aggregates, results, strict=True)]  # fmt: skip
@@ -203,10 +208,13 @@ def reduce_chunk(
         kept = OpenKeys(g, k0[g], final_clock[g], first_open, keep_to - keep_from,
                         [tuple(a[keep] for a in p) for p in partials])  # fmt: skip
 
-    group_of_window = np.repeat(np.arange(n_groups), n_windows)
-    k = np.arange(total) - base[group_of_window] + range_from[group_of_window]
-    released = None if emit.all() else np.flatnonzero(emit)
-    lowered = np.flatnonzero(needed & emit)  # released windows merged with carried ones
+    group_of_window, window_start, window_end = (np.empty(total, dtype=np.int64) for _ in range(3))
+    window_labels(n_windows, range_from, s, o, spec.range, group_of_window, window_start, window_end)
+    released = None if emit is None or emit.all() else np.flatnonzero(emit)
+    if needed is None:  # released windows merged with carried ones
+        lowered = np.zeros(0, dtype=np.int64)
+    else:
+        lowered = np.flatnonzero(needed if emit is None else needed & emit)
     values = []
     for agg, p, direct in zip(aggregates, partials, results, strict=True):
         if direct is None:
@@ -216,37 +224,55 @@ def reduce_chunk(
             direct[lowered] = agg.lower_partials(tuple(a[lowered] for a in p))
         values.append(direct if released is None else direct[released])
     if released is not None:
-        group_of_window, k = group_of_window[released], k[released]
-    window_start = k * s + o
-    return ChunkResult(group_of_window, window_start, window_start + spec.range, values, late_rows, missed, kept)
+        group_of_window, window_start, window_end = (a[released] for a in (group_of_window, window_start, window_end))
+    return ChunkResult(group_of_window, window_start, window_end, values, late_rows, missed, kept)
 
 
 def _shares_and_clocks(ends: np.ndarray, groups: np.ndarray, start_clock: np.ndarray) -> tuple[np.ndarray, list]:
     """The chunk's rows cut into ``threads.shares`` (bounds), and each key's clock τ at each share's start and at
-    the chunk's end: the largest end of its events before (Suzanne et al., §3.1), one pass over the rows."""
+    the chunk's end: the largest end of its events before (Suzanne et al., §3.1). Each share's largest ends per key
+    are found in threads, then joined share after share (a max of maxima: the one pass's clocks)."""
     cut = threads.bounds(len(ends), threads.shares(len(ends)))
+    if len(cut) <= 2:
+        clock = start_clock.copy()
+        key_extremes(ends, groups, clock, True)
+        return cut, [start_clock, clock]
+
+    def share(k: int) -> np.ndarray:
+        lo, hi = cut[k], cut[k + 1]
+        largest = np.full(len(start_clock), np.iinfo(np.int64).min, dtype=np.int64)
+        key_extremes(ends[lo:hi], groups[lo:hi], largest, True)
+        return largest
+
     clocks = [start_clock]
-    for lo, hi in zip(cut[:-1], cut[1:], strict=True):
-        clock = clocks[-1].copy()
-        key_extremes(ends[lo:hi], groups[lo:hi], clock, True)
-        clocks.append(clock)
+    for largest in threads.in_shares(share, len(cut) - 1):
+        clocks.append(np.maximum(clocks[-1], largest))
     return cut, clocks
 
 
 def _runs_in_shares(starts, ends, groups, bounds, clocks, range_from, shift, window) -> tuple:
     """``chunk_runs`` over the shares of ``bounds``, each from its keys' clocks at its start, the shares after the
-    first in threads; their events' rows and runs joined in order, as one pass over the chunk gives them."""
+    first in threads; their events' rows and runs in order, as one pass over the chunk gives them. Each share writes
+    its runs in place (``chunk_runs_into``) at its own rows, so that nothing is joined unless some event is left out."""
     if len(bounds) <= 2:
         return chunk_runs(starts, ends, groups, clocks[0], range_from, shift, *window)
+    n = len(starts)
+    rows, run_first, run_last = (np.empty(n, dtype=np.int64) for _ in range(3))
 
     def share(k: int) -> tuple:
         lo, hi = bounds[k], bounds[k + 1]
-        rows, run_first, run_last, late_rows, missed = chunk_runs(
-            starts[lo:hi], ends[lo:hi], groups[lo:hi], clocks[k], range_from, shift, *window)
-        return rows + lo, run_first, run_last, late_rows + lo, missed
+        active, late_rows, missed = chunk_runs_into(starts[lo:hi], ends[lo:hi], groups[lo:hi], clocks[k], range_from,
+                                                    shift, *window, rows, run_first, run_last, lo)  # fmt: skip
+        return active, late_rows + lo, missed
 
     parts = threads.in_shares(share, len(bounds) - 1)
-    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+    written = [(bounds[k], bounds[k] + active) for k, (active, _, _) in enumerate(parts)]
+    if any(to != bounds[k + 1] for k, (_, to) in enumerate(written)):  # some events reach no window: close the gaps
+        rows, run_first, run_last = (np.concatenate([a[lo:to] for lo, to in written])
+                                     for a in (rows, run_first, run_last))  # fmt: skip
+    late_rows = np.concatenate([late for _, late, _ in parts])
+    missed = np.concatenate([m for _, _, m in parts])
+    return rows, run_first, run_last, late_rows, missed
 
 
 def _with_values(array: np.ndarray, positions: np.ndarray, values: np.ndarray) -> np.ndarray:

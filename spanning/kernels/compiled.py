@@ -15,7 +15,10 @@ here reduce such runs into one value per window, each in one pass with no tempor
 * ``run_cells``: the cells of (key, window) that runs of several keys fall on, for the map side's partials;
 * ``event_runs``: the reader contract's checks for plain columns and each event's run [a, b] under the TTP;
 * ``key_extremes`` and ``chunk_runs``: the same runs for a chunk of several keys whose clocks run per key
-  (``spanning.engines.chunks.reduce_chunk``: ``spanning.aggregate`` and the stream's feed);
+  (``spanning.engines.chunks.reduce_chunk``: ``spanning.aggregate`` and the stream's feed); ``chunk_runs_into``
+  writes them in place, share after share, and ``window_labels`` gives the chunk's windows their keys and bounds;
+* ``run_sums_into`` and ``run_extremes_into``: ``run_sums_int`` (``run_counts``) and ``run_extremes``'s short runs
+  into arrays that numpy allocated (huge pages: half the time on millions of windows);
 * ``dense_codes`` and ``first_rows``: integer keys as codes without hashing, and each code's first row;
   ``appearance_codes``: both at once, codes in order of first appearance (``spanning.aggregate``'s key codes);
 * ``text_neighbours_differ``: neighbouring text keys of an object column compared by their bytes in memory
@@ -61,9 +64,11 @@ except ImportError as missing:  # pragma: no cover - the package requires it; a 
     ) from missing
 
 __all__ = [
-    "CACHED", "appearance_codes", "chunk_runs", "dense_codes", "event_runs", "first_rows", "key_extremes", "run_cells",
-    "run_counts", "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int", "run_windows", "text_layout",
-    "text_neighbours_differ", "warm_up", "warm_up_shipped",
+    "CACHED", "appearance_codes", "chunk_runs", "chunk_runs_into", "dense_codes", "event_ends_into", "event_runs",
+    "first_rows",
+    "key_extremes", "run_cells", "run_counts", "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int",
+    "run_extremes_into", "run_sums_into", "run_windows", "text_layout", "text_neighbours_differ",
+    "warm_up", "warm_up_shipped", "window_labels",
 ]  # fmt: skip
 
 CACHED = os.path.isfile(__file__)  # a real file to cache beside; not inside a zip on an executor's path
@@ -546,6 +551,116 @@ def text_neighbours_differ(addresses, text_type, data_at):
     return out
 
 
+# ------------------------------------------------------------------------------------------------------------------
+# kernels added for issue 66 (the in-process batch path): a chunk's runs written in place, the windows' labels
+
+
+@_compile
+def chunk_runs_into(starts, ends, groups, clocks, range_from, shift, slide, offset, range_, ttp, rows, run_first,
+                    run_last, at):  # fmt: skip
+    """``chunk_runs``, its active events written to ``rows``, ``run_first`` and ``run_last`` from position ``at`` on
+    (``rows`` as ``at`` + the event's position), so that the shares of a chunk fill one set of arrays (no joining
+    copy when no event is left out). Returns ``(active, late_rows, missed)``: how many were written, and the late
+    events (positions in ``starts``) with the windows each missed.
+    """
+    n = len(starts)
+    clock = clocks.copy()
+    late_rows = np.empty(n, np.int64)
+    missed = np.empty(n, np.int64)
+    active = late = 0
+    for i in range(n):
+        g = groups[i]
+        if ends[i] > clock[g]:
+            clock[g] = ends[i]
+        overlap_first = (starts[i] - offset - range_) // slide + 1
+        overlap_last = (ends[i] - offset - 1) // slide
+        first = max(overlap_first, -((offset + range_ + ttp - clock[g]) // slide), range_from[g])
+        lost = min(overlap_last + 1, first) - overlap_first
+        if lost > 0:
+            late_rows[late], missed[late] = i, lost
+            late += 1
+        if first <= overlap_last:
+            j = at + active
+            rows[j], run_first[j], run_last[j] = at + i, first + shift[g], overlap_last + shift[g]
+            active += 1
+    return active, late_rows[:late], missed[:late]
+
+
+@_compile
+def window_labels(n_windows, range_from, slide, offset, range_, group, start, end):
+    """Each window's key and bounds, key after key, written to ``group``, ``start`` and ``end`` (Σ ``n_windows``
+    long): key g's ``n_windows[g]`` windows from window ``range_from[g]`` on (``np.repeat`` of the keys and the
+    windows' numbers in one pass). The caller allocates them with numpy, whose large arrays take huge pages: 9M
+    windows took 48 ms against 101 ms written to arrays of numba's (2026-11-29)."""
+    at = 0
+    for g in range(len(n_windows)):
+        s = range_from[g] * slide + offset
+        for _ in range(n_windows[g]):
+            group[at], start[at], end[at] = g, s, s + range_
+            s += slide
+            at += 1
+
+
+@_compile
+def run_sums_into(first, last, values, out):
+    """``run_sums_int`` into ``out``, zeros of ``n_windows + 1`` allocated by the caller (numpy's huge pages, see
+    ``window_labels``): the difference array, then its running sum in place; ``values`` of length 0 count the runs
+    (``run_counts``). Window w's sum is ``out[w]``; ``out[n_windows]`` is left over."""
+    if len(values):
+        for e in range(len(first)):
+            out[first[e]] += values[e]
+            out[last[e] + 1] -= values[e]
+    else:
+        for e in range(len(first)):
+            out[first[e]] += 1
+            out[last[e] + 1] -= 1
+    total = 0
+    for w in range(len(out) - 1):
+        total += out[w]
+        out[w] = total
+
+
+@_compile
+def run_extremes_into(first, last, values, largest, out):
+    """``run_extremes`` into ``out`` (the sentinel in every window, allocated by the caller) where it takes the
+    explode's loop (its runs are short); returns False, ``out`` untouched, where it would build the sparse table."""
+    n = len(first)
+    longest, total = 0, 0
+    for e in range(n):
+        length = last[e] - first[e] + 1
+        total += length
+        if length > longest:
+            longest = length
+    levels = 1
+    while (1 << levels) <= longest:
+        levels += 1
+    if total > 2 * n + len(out) * levels:
+        return False
+    if largest:
+        for e in range(n):
+            x = values[e]
+            for w in range(first[e], last[e] + 1):
+                if x > out[w]:
+                    out[w] = x
+    else:
+        for e in range(n):
+            x = values[e]
+            for w in range(first[e], last[e] + 1):
+                if x < out[w]:
+                    out[w] = x
+    return True
+
+
+@_compile
+def event_ends_into(starts, ends, out):
+    """``spanning.kernels.windows.event_ends`` into ``out``: ``max(end, start + 1)`` per event, one pass."""
+    for i in range(len(ends)):
+        out[i] = max(ends[i], starts[i] + 1)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+
+
 @functools.cache
 def text_layout() -> tuple[int, int] | None:
     """``text_neighbours_differ``'s ``(text_type, data_at)`` where this interpreter lays out strings as that kernel
@@ -593,6 +708,14 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
         "run_windows": [lambda: run_windows(ints, ints)],
         "key_extremes": [lambda c=c: key_extremes(ints, c, ints.copy(), True) for c in codes_of],
         "chunk_runs": [lambda c=c: chunk_runs(ints, ints, c, ints, ints, ints, 1, 0, 1, 0) for c in codes_of],
+        "chunk_runs_into": [lambda c=c: chunk_runs_into(ints, ints, c, ints, ints, ints, 1, 0, 1, 0, ints.copy(),
+                                                        ints.copy(), ints.copy(), 0) for c in codes_of],
+        "window_labels": [lambda: window_labels(ints, ints, 1, 0, 1, ints.copy(), ints.copy(), ints.copy())],
+        "event_ends_into": [lambda t=t: event_ends_into(t, t, ints.copy()) for t in ints_of],
+        "run_sums_into": [lambda v=v: run_sums_into(ints, ints, v, np.zeros(2, np.int64))
+                          for v in (*ints_of, ints[:0])],
+        "run_extremes_into": [lambda: run_extremes_into(ints, ints, ints, True, ints.copy()),
+                              lambda: run_extremes_into(ints, ints, floats, True, floats.copy())],
         "first_rows": [lambda: first_rows(ints, 1)],
         "text_neighbours_differ": [lambda: text_neighbours_differ(ints, 0, 0)],
     }  # fmt: skip
@@ -603,7 +726,9 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
 COMPILE_SECONDS = {"run_cells": 6.8, "run_extremes": 6.3, "dense_codes": 2.8, "run_occupancy": 1.9, "run_counts": 1.3,
                    "chunk_runs": 1.2, "event_runs": 1.0, "run_sums_float": 0.9, "run_sums_int": 0.3,
                    "key_extremes": 0.3, "run_windows": 0.3, "first_rows": 0.2,
-                   "text_neighbours_differ": 0.7, "appearance_codes": 0.9}  # fmt: skip
+                   "text_neighbours_differ": 0.7, "appearance_codes": 0.9,
+                   "chunk_runs_into": 1.2, "window_labels": 0.3, "run_sums_into": 0.6,
+                   "run_extremes_into": 1.5, "event_ends_into": 0.3}  # fmt: skip
 
 
 def warm_up_shares(parts: int) -> list[list[str]]:

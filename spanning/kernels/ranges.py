@@ -30,7 +30,7 @@ _SPLIT_BLOCK = 1 << 30  # values per split pass: Σ lo < 2^30 * 2^32 and Σ |hi|
 
 def range_count(first: np.ndarray, last: np.ndarray, n_windows: int) -> np.ndarray:
     """Number of runs covering each window: a difference array and one prefix sum."""
-    return compiled.run_counts(_positions(first), _positions(last), n_windows)
+    return _difference_sum(first, last, n_windows, np.zeros(0, dtype=np.int64))  # no values: each run counts 1
 
 
 def _positions(windows: np.ndarray) -> np.ndarray:
@@ -67,8 +67,14 @@ def range_sum_int(first: np.ndarray, last: np.ndarray, n_windows: int, values: n
 
 
 def _difference_sum(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
-    """Σ values over the runs covering each window, in int64 (wraps, i.e. exact modulo 2^64)."""
-    return compiled.run_sums_int(_positions(first), _positions(last), n_windows, _positions(values))
+    """Σ values over the runs covering each window, in int64 (wraps, i.e. exact modulo 2^64); ``values`` of length 0
+    count the runs. ``compiled.run_sums_into``, into an array of numpy's (huge pages: 9M windows in 37 ms against
+    88-94 ms for ``run_counts``' own, 2026-11-29). Not cut into threads' shares: on 1M events of 16,633 windows,
+    two shares added took 1.5 ms against 1.3 ms for one pass (2 cores, other work running)."""
+    first, last, values = _positions(first), _positions(last), _positions(values)
+    out = np.zeros(n_windows + 1, dtype=np.int64)
+    compiled.run_sums_into(first, last, values, out)
+    return out[:n_windows]
 
 
 def range_sum_float(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
@@ -137,7 +143,10 @@ def _range_extreme(first, last, n_windows, values, sentinel, largest: bool) -> n
     values = np.ascontiguousarray(values)
     first, last, sentinel = _positions(first), _positions(last), values.dtype.type(sentinel)
     count = threads.shares(len(values))
-    if count < 2:
+    if count < 2 or n_windows * 4 > len(values):  # many windows: one pass, not a band of them per share and a merge
+        best = np.full(n_windows, sentinel, values.dtype)  # numpy's huge pages (``compiled.window_labels``)
+        if compiled.run_extremes_into(first, last, values, largest, best):
+            return best
         return compiled.run_extremes(first, last, n_windows, values, sentinel, largest)
     cut = threads.bounds(len(values), count)
 
