@@ -230,6 +230,16 @@ def _run(engine: str, inputs: list[str], args: list[str], output: Path) -> int:
     return main(["run", *inputs, *RANGE, *args, "--engine", engine, "--output", str(output), *extra])
 
 
+def _both_engines(inputs: list[str], args: list[str], tmp_path: Path) -> dict[str, dict[str, pa.Table]]:
+    """Each engine's windows, rejected and late rows over ``inputs``, run into ``tmp_path`` / engine."""
+    results = {}
+    for engine in ("local", "spark"):
+        out = tmp_path / engine
+        assert _run(engine, inputs, args, out) == 0, engine
+        results[engine] = {part: _table(out / part) for part in ("windows", "rejected", "late")}
+    return results
+
+
 def _table(folder: Path) -> pa.Table:
     parts = sorted(folder.glob("*.parquet"))
     tables = [pq.read_table(p) for p in parts]
@@ -286,11 +296,7 @@ def _reads_input(output: Path) -> bool:
 @pytest.mark.parametrize("case", CASES, ids=[c.name.split(":")[0].split(",")[0] for c in CASES])
 def test_both_engines_and_the_api_agree(spark, tmp_path, case):
     inputs = _write(tmp_path / "in", case.files)
-    results = {}
-    for engine in ("local", "spark"):
-        out = tmp_path / engine
-        assert _run(engine, inputs, case.args, out) == 0, engine
-        results[engine] = {part: _table(out / part) for part in ("windows", "rejected", "late")}
+    results = _both_engines(inputs, case.args, tmp_path)
 
     local, spark_out = results["local"], results["spark"]
     _same_outputs(local, spark_out, case.key)
@@ -327,11 +333,7 @@ def test_inputs_read_by_the_tasks_give_the_local_engines_rows(spark, tmp_path, c
     the same windows, late rows and rejected rows with their reasons and lines; or, where the tasks cannot read
     (a quote in a CSV file, a query they do not compute), the general way's."""
     inputs = _write(tmp_path / "in", case.files)
-    results = {}
-    for engine in ("local", "spark"):
-        out = tmp_path / engine
-        assert _run(engine, inputs, case.args, out) == 0, engine
-        results[engine] = {part: _table(out / part) for part in ("windows", "rejected", "late")}
+    results = _both_engines(inputs, case.args, tmp_path)
     _same_outputs(results["local"], results["spark"], case.key)
     quoted = any(b'"' in content for content in case.files.values())
     computed = not any(a.startswith(("argmax", "argmin", "p", "count_distinct")) for a in case.args)
@@ -346,10 +348,7 @@ def test_malformed_records_met_in_byte_ranges_keep_their_lines(spark, tmp_path, 
                b"4,300,600,b,5\r\n5,310,620,b,x\r\n" + b"".join(b"%d,%d,%d,c,1\r\n" % (i, 400 + i, 700 + i)
                                                               for i in range(6, 40)) + b"40,1,2\r\n")  # fmt: skip
     inputs = _write(tmp_path / "in", {"calls.csv": content})
-    results = {}
-    for engine in ("local", "spark"):
-        assert _run(engine, inputs, CSV_ARGS, tmp_path / engine) == 0, engine
-        results[engine] = {part: _table(tmp_path / engine / part) for part in ("windows", "rejected", "late")}
+    results = _both_engines(inputs, CSV_ARGS, tmp_path)
     _same_outputs(results["local"], results["spark"], "cell")
     assert _reads_input(tmp_path / "spark")
     reasons = sorted(results["spark"]["rejected"].column("reason").to_pylist())
@@ -395,10 +394,7 @@ def test_kinds_the_first_records_mislead_are_checked_against_the_whole_files(spa
     content = "id,start,end,cell,bytes,note\n" + "".join(
         f"{r['id']},{r['start']},{r['end']},{r['cell']},{r['bytes']},{r['note']}\n" for r in rows)
     inputs = _write(tmp_path / "in", {"calls.csv": content.encode()})
-    results = {}
-    for engine in ("local", "spark"):
-        assert _run(engine, inputs, CSV_ARGS, tmp_path / engine) == 0, engine
-        results[engine] = {part: _table(tmp_path / engine / part) for part in ("windows", "rejected", "late")}
+    results = _both_engines(inputs, CSV_ARGS, tmp_path)
     _same_outputs(results["local"], results["spark"], "cell")
     assert _reads_input(tmp_path / "spark") and raised == ([True] if rerun else [])
     assert results["spark"]["rejected"].num_rows == 1 and results["spark"]["late"].num_rows > 0

@@ -120,31 +120,16 @@ def run_extremes(first, last, n_windows, values, sentinel, largest):
 
     Short runs: the explode's loop. Long ones: a sparse table read backwards, O(events + windows · log length).
     """
+    out = np.full(n_windows, sentinel, values.dtype)
+    if run_extremes_into(first, last, values, largest, out):  # the explode costs no more than the table
+        return out
     n = len(first)
-    longest, total = 0, 0
+    longest = 0
     for e in range(n):
-        length = last[e] - first[e] + 1
-        total += length
-        if length > longest:
-            longest = length
+        longest = max(longest, last[e] - first[e] + 1)
     levels = 1
     while (1 << levels) <= longest:
         levels += 1
-    out = np.full(n_windows, sentinel, values.dtype)
-    if total <= 2 * n + n_windows * levels:  # the explode costs no more than the table
-        if largest:  # two loops, not a test of ``largest`` per window: 20-30% faster
-            for e in range(n):
-                x = values[e]
-                for w in range(first[e], last[e] + 1):
-                    if x > out[w]:
-                        out[w] = x
-        else:
-            for e in range(n):
-                x = values[e]
-                for w in range(first[e], last[e] + 1):
-                    if x < out[w]:
-                        out[w] = x
-        return out
     table = np.full((levels, n_windows), sentinel, values.dtype)
     for e in range(n):  # a run of length L is two blocks of 2^j, j = ⌊log2 L⌋, overlapping
         length = last[e] - first[e] + 1
@@ -365,28 +350,12 @@ def chunk_runs(starts, ends, groups, clocks, range_from, shift, slide, offset, r
     cells in the chunk's arrays), and the late events with the number of windows each missed.
     """
     n = len(starts)
-    clock = clocks.copy()
     rows = np.empty(n, np.int64)
     run_first = np.empty(n, np.int64)
     run_last = np.empty(n, np.int64)
-    late_rows = np.empty(n, np.int64)
-    missed = np.empty(n, np.int64)
-    active = late = 0
-    for i in range(n):
-        g = groups[i]
-        if ends[i] > clock[g]:
-            clock[g] = ends[i]
-        overlap_first = (starts[i] - offset - range_) // slide + 1
-        overlap_last = (ends[i] - offset - 1) // slide
-        first = max(overlap_first, -((offset + range_ + ttp - clock[g]) // slide), range_from[g])
-        lost = min(overlap_last + 1, first) - overlap_first
-        if lost > 0:
-            late_rows[late], missed[late] = i, lost
-            late += 1
-        if first <= overlap_last:
-            rows[active], run_first[active], run_last[active] = i, first + shift[g], overlap_last + shift[g]
-            active += 1
-    return rows[:active], run_first[:active], run_last[:active], late_rows[:late], missed[:late]
+    active, late_rows, missed = chunk_runs_into(starts, ends, groups, clocks, range_from, shift, slide, offset,
+                                                range_, ttp, rows, run_first, run_last, 0)  # fmt: skip
+    return rows[:active], run_first[:active], run_last[:active], late_rows, missed
 
 
 @_compile
@@ -623,7 +592,8 @@ def run_sums_into(first, last, values, out):
 @_compile
 def run_extremes_into(first, last, values, largest, out):
     """``run_extremes`` into ``out`` (the sentinel in every window, allocated by the caller) where it takes the
-    explode's loop (its runs are short); returns False, ``out`` untouched, where it would build the sparse table."""
+    explode's loop (its runs are short, ``Σ lengths ≤ 2 n + windows · levels``); returns False, ``out`` untouched,
+    where the sparse table costs less."""
     n = len(first)
     longest, total = 0, 0
     for e in range(n):
@@ -636,7 +606,7 @@ def run_extremes_into(first, last, values, largest, out):
         levels += 1
     if total > 2 * n + len(out) * levels:
         return False
-    if largest:
+    if largest:  # two loops, not a test of ``largest`` per window: 20-30% faster
         for e in range(n):
             x = values[e]
             for w in range(first[e], last[e] + 1):
