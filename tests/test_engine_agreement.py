@@ -359,6 +359,16 @@ def test_malformed_records_met_in_byte_ranges_keep_their_lines(spark, tmp_path, 
     assert (summary["rows_read"], summary["accepted"], summary["rejected"]) == (40, 36, 4)
 
 
+def test_a_file_with_lone_carriage_returns_is_read_whole(spark, tmp_path, csv_read_in_ranges):
+    """pyarrow ends a line at a carriage return alone, where a byte range looks for line feeds only: such a file is
+    not split (``Inputs.splittable``) and gives the local engine's rows."""
+    content = b"id,start,end,cell,bytes\r" + b"".join(b"%d,%d,%d,a,1\r" % (i, 100 * i, 100 * i + 250) for i in range(9))
+    inputs = _write(tmp_path / "in", {"calls.csv": content})
+    results = _both_engines(inputs, CSV_ARGS, tmp_path)
+    _same_outputs(results["local"], results["spark"], "cell")
+    assert results["spark"]["windows"].num_rows > 0 and not _reads_input(tmp_path / "spark")
+
+
 MISLEADING_FIRST_RECORDS = {  # the first records' kinds, then a later record's value that changes one
     "an aggregated column's decimal": ("bytes", "2.5", True),
     "a key with a leading zero": ("cell", "007", True),
