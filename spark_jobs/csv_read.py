@@ -1,4 +1,4 @@
-"""Local CSV files read by every core, in byte ranges, in one pass (``spanning.engines.csv_partials``).
+"""Local CSV files read by every core, in byte ranges, in one pass (``spanning.app.csv_partials``).
 
 ``spanning run`` plans the job with the column kinds of the files' first records (``first_records_stats``): the
 kinds that ``prepare`` gives columns from counts over the whole column. ``vector``'s tasks then read their byte
@@ -23,10 +23,10 @@ import os
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import types as T
 
+from spanning.app.csv_partials import CsvPlan, byte_pieces, range_partials, read_kinds
 from spanning.app.csv_records import range_records, text_schema
 from spanning.app.files import Inputs
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
-from spanning.engines.csv_partials import CsvPlan, byte_pieces, range_partials, read_kinds
 from spanning.engines.parquet_partials import ReadPlan
 from spanning.engines.reader import ColumnStats, text_stats
 from spark_jobs.plans import (
@@ -39,7 +39,7 @@ from spark_jobs.plans import (
 )
 from spark_jobs.prepare import Prepared, local_input_bytes
 
-CSV_MODULES = ("spanning.engines.csv_partials", "spanning.app.csv_records")  # what the tasks import besides vector's
+CSV_MODULES = ("spanning.app.csv_partials", "spanning.app.csv_records")  # what the tasks import besides vector's
 FIRST_RECORDS = 4 * 2**20  # bytes of the first file whose records give the kinds the job is planned with
 
 

@@ -1,7 +1,7 @@
 """Late and rejected rows written by the tasks that read the input themselves, for ``spanning run`` to write.
 
 Where ``vector``'s tasks read the input (Parquet row groups, ``spanning.engines.parquet_partials``; CSV byte ranges,
-``spanning.engines.csv_partials``), each task knows its late rows (and, for CSV, its rejected ones with their
+``spanning.app.csv_partials``), each task knows its late rows (and, for CSV, its rejected ones with their
 reasons) as it reduces them. It writes them as read, as a Parquet part of the run's side folder, so that late/ and
 rejected/ need no second pass over the input: measured 2026-11-29 on 30M rows with 170,757 late (a TTP of 2 h), the
 JVM's late pass cost about 6 s however few rows were late (docs/BENCHMARKS.md).

@@ -280,7 +280,7 @@ def _expected_windows(case: Case) -> pd.DataFrame:
 def csv_read_in_ranges(monkeypatch):
     """``spanning run --engine spark`` reads even these small CSV files in byte ranges (``spark_jobs.csv_read``),
     every few bytes a range of its own, so that records meet range boundaries everywhere."""
-    import spanning.engines.csv_partials as csv_partials
+    import spanning.app.csv_partials as csv_partials
     import spark_jobs.csv_read as csv_read
     import spark_jobs.plans as plans
 
