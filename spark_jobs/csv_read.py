@@ -23,19 +23,18 @@ import os
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import types as T
 
-from spanning.app.csv_partials import CsvPlan, byte_pieces, range_partials, read_kinds
+from spanning.app.csv_partials import CsvPlan, byte_pieces, range_partials, range_times, read_kinds
 from spanning.app.csv_records import range_records, text_schema
 from spanning.app.files import Inputs
-from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
-from spanning.engines.parquet_partials import ReadPlan
+from spanning.app.jobspec import RunConfig
 from spanning.engines.reader import ColumnStats, text_stats
 from spark_jobs.plans import (
     READ_SIDE_FROM,
     VECTOR_PER_WINDOW,
-    _partials,
     python_only,
     read_side_job,
     sketches_or_sets,
+    tasks_read_plan,
 )
 from spark_jobs.prepare import Prepared, local_input_bytes
 
@@ -80,17 +79,21 @@ def counted_columns(cfg: RunConfig, names: list[str]) -> set[str]:
     return {fields.start, fields.end, *query.numeric_columns} & set(names)
 
 
-def first_records_stats(cfg: RunConfig, inputs: Inputs, most: int | None = None) -> dict[str, ColumnStats]:
-    """Each column's counts over the records of the first ``most`` bytes (``FIRST_RECORDS``) of the first file, read
-    on the driver as the tasks read a range: the kinds the job is planned with."""
+def first_records(inputs: Inputs, columns: list[str]):
+    """The ``columns`` (as text) of the records in the first ``FIRST_RECORDS`` bytes of the first file, read on the
+    driver as the tasks read a range."""
     import pyarrow as pa
 
-    most = FIRST_RECORDS if most is None else most
-    names = list(inputs.columns)
     path = inputs.files[0]
-    records = range_records(path, 0, min(most, os.path.getsize(path)), inputs.delimiter, names)
-    table = pa.Table.from_batches(records.batches, schema=text_schema(names))
-    counted = counted_columns(cfg, names)
+    records = range_records(path, 0, min(FIRST_RECORDS, os.path.getsize(path)), inputs.delimiter,
+                            list(inputs.columns), columns)  # fmt: skip
+    return pa.Table.from_batches(records.batches, schema=text_schema(columns))
+
+
+def first_records_stats(cfg: RunConfig, inputs: Inputs) -> dict[str, ColumnStats]:
+    """Each column's counts over the first records (``first_records``): the kinds the job is planned with."""
+    names = list(inputs.columns)
+    table, counted = first_records(inputs, names), counted_columns(cfg, names)
     return {name: text_stats(table.column(name), plain_only=name not in counted) for name in names}
 
 
@@ -109,10 +112,7 @@ def csv_plan(prepared: Prepared, cfg: RunConfig, side: str) -> CsvPlan | None:
         if not isinstance(kind, (T.LongType, T.DoubleType)):
             return None
         values[name] = (internal, "integer" if isinstance(kind, T.LongType) else "float")
-    _, columns = _partials({**prepared.aggregates(query), EVENTS_COLUMN: "count"}, prepared, query)
-    series = None if query.series_start == "earliest" else int(query.series_start)
-    read = ReadPlan(fields.start, fields.end, fields.time_unit, list(fields.keys), values, query.range, query.slide,
-                    query.offset, query.ttp, series, [tuple(c) for c in columns])  # fmt: skip
+    read = tasks_read_plan(prepared, cfg, values)
     names = list(prepared.original_columns)
     time_kind = "date_time" if prepared.time_is_timestamp else "number"
     checked = [name for name in query.value_columns if name in query.numeric_columns]
@@ -148,22 +148,14 @@ def checked_kinds(plan: CsvPlan, replan) -> Prepared:
     return prepared
 
 
-def csv_times_sample(plan: CsvPlan, inputs: Inputs, most: int | None = None) -> tuple:
-    """The start and end chronons of the first records of the first file (up to ``most`` bytes, ``FIRST_RECORDS``),
-    read on the driver as the tasks read them: the plan's sample of windows per event, with no Spark job."""
-    import pyarrow as pa
-
-    most = FIRST_RECORDS if most is None else most
-    from spanning.engines.reader import time_chronons
-
-    read, path = plan.read, inputs.files[0]
-    used = list(dict.fromkeys([read.start, read.end]))
-    records = range_records(path, 0, min(most, os.path.getsize(path)), plan.delimiter, plan.names, used)
-    table = pa.Table.from_batches(records.batches, schema=text_schema(used))
-    times = [time_chronons(table.column(c).combine_chunks(), plan.time_kind, read.time_unit, plan.timezone)
-             for c in (read.start, read.end)]  # fmt: skip
-    usable = times[0].present & times[1].present
-    return times[0].values[usable], times[1].values[usable]
+def csv_times_sample(plan: CsvPlan, inputs: Inputs) -> tuple:
+    """The start and end chronons of the first records (``first_records``), typed as the tasks type them: the plan's
+    sample of windows per event, with no Spark job."""
+    read = plan.read
+    table = first_records(inputs, list(dict.fromkeys([read.start, read.end])))
+    starts, ends = (range_times(table.column(c).combine_chunks(), plan) for c in (read.start, read.end))
+    usable = starts.present & ends.present
+    return starts.values[usable], ends.values[usable]
 
 
 def as_read_schema(prepared: Prepared, extra: T.StructField) -> T.StructType:

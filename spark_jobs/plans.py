@@ -451,7 +451,7 @@ def partials_per_event(cfg: RunConfig, sample: TimesSample) -> float:
 def read_plan(prepared: Prepared, cfg: RunConfig) -> ReadPlan | None:
     """What ``vector``'s tasks need to read the Parquet input themselves (``parquet_window_job``), or None when
     the input or a column is not plain enough for that (``footer_readable``), or a key is an expression."""
-    fields, query = cfg.events, cfg.query
+    fields = cfg.events
     schema = prepared.inputs.parquet_schema if prepared.local_parquet and prepared.inputs else None
     if schema is None or not footer_readable(schema, cfg) or prepared.keys != list(fields.keys):
         return None
@@ -464,6 +464,13 @@ def read_plan(prepared: Prepared, cfg: RunConfig) -> ReadPlan | None:
         if kind is None:
             return None
         values[name] = (internal, kind)
+    return tasks_read_plan(prepared, cfg, values)
+
+
+def tasks_read_plan(prepared: Prepared, cfg: RunConfig, values: dict[str, tuple[str, str]]) -> ReadPlan:
+    """The ``ReadPlan`` of ``cfg`` for tasks that read the input themselves, its aggregated columns read as
+    ``values`` (column -> (internal name, "integer" | "float")): the same partial columns as ``read_side_job``'s."""
+    fields, query = cfg.events, cfg.query
     _, columns = _partials({**prepared.aggregates(query), EVENTS_COLUMN: "count"}, prepared, query)
     series = None if query.series_start == "earliest" else int(query.series_start)
     return ReadPlan(fields.start, fields.end, fields.time_unit, list(fields.keys), values, query.range, query.slide,

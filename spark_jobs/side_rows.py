@@ -46,14 +46,20 @@ class SideRows:
     def carries(self, name: str) -> bool:
         return name in self.schemas
 
-    def frame(self, name: str) -> DataFrame:
-        """The rows the tasks wrote into ``name``/ (none when no task had any), in its schema."""
+    def _parts(self, name: str) -> list[str]:
+        """The parts the tasks wrote into ``name``/, once the windows are (``before_sides`` run first)."""
         if self.before_sides is not None:
             self.before_sides()
             self.before_sides = None
         folder = os.path.join(self.folder, name)
+        return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.startswith("part-")) if os.path.isdir(
+            folder) else []  # fmt: skip
+
+    def frame(self, name: str) -> DataFrame:
+        """The rows the tasks wrote into ``name``/ (none when no task had any), in its schema."""
+        folder = os.path.join(self.folder, name)
         schema = self.schemas[name]
-        if not os.path.isdir(folder) or not any(f.startswith("part-") for f in os.listdir(folder)):
+        if not self._parts(name):
             return self.spark.createDataFrame([], schema)
         extra = schema.fields[-1]  # windows_missed or reason, written as the job types it
         stored = T.StructType([*[T.StructField(f.name, T.StringType()) for f in schema.fields[:-1]], extra])
@@ -69,18 +75,13 @@ class SideRows:
         import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        if self.before_sides is not None:
-            self.before_sides()
-            self.before_sides = None
-        folder = os.path.join(self.folder, name)
-        parts = [os.path.join(folder, f) for f in os.listdir(folder) if f.startswith("part-")] if os.path.isdir(
-            folder) else []  # fmt: skip
+        parts = self._parts(name)
         if sum(os.path.getsize(p) for p in parts) >= most_bytes:
             return None
         schema = to_arrow_schema(self.schemas[name], timezone="UTC")  # as Spark's writer writes it
         if not parts:
             return schema.empty_table()
-        table = pa.concat_tables([pq.read_table(p) for p in sorted(parts)], promote_options="permissive")
+        table = pa.concat_tables([pq.read_table(p) for p in parts], promote_options="permissive")
         return pa.table([table.column(f.name).cast(f.type) for f in schema], schema=schema)
 
     def remove(self) -> None:

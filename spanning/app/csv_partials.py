@@ -36,14 +36,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from spanning.app.csv_records import MALFORMED, range_records, text_schema
-from spanning.engines.parquet_partials import WINDOWS_MISSED, ReadPlan, reduce_events, write_side_part
+from spanning.engines.parquet_partials import (
+    WINDOWS_MISSED,
+    ReadPlan,
+    piece_name,
+    reduce_events,
+    write_side_part,
+    write_whole_part,
+)
 from spanning.engines.reader import (
     REASONS,
     ColumnStats,
@@ -55,7 +62,7 @@ from spanning.engines.reader import (
     time_chronons,
 )
 
-__all__ = ["CsvPlan", "add_stats", "byte_pieces", "range_partials", "read_kinds"]
+__all__ = ["CsvPlan", "add_stats", "byte_pieces", "range_partials", "range_times", "read_kinds"]
 
 PIECE_BYTES = 64 * 2**20  # a range's bytes at most: about 1.6M rows of a 40-byte CDR, as a Parquet piece holds 1M
 SMALLEST_PIECE = 4 * 2**20  # no range below this many bytes (each costs a few milliseconds of its own) ...
@@ -135,8 +142,8 @@ def range_partials(path: str, start: int, end: int, plan: CsvPlan) -> Iterator:
     text = {name: table.column(name).combine_chunks() for name in plan.names}
     stats = {name: text_stats(column, plain_only=name not in plan.counted) for name, column in text.items()}
     plain = {name: n - column.null_count == stats[name].plain_integer for name, column in text.items()}
-    starts = _times(text[read.start], plan, plain[read.start])
-    ends = _times(text[read.end], plan, plain[read.end])
+    starts = range_times(text[read.start], plan, plain[read.start])
+    ends = range_times(text[read.end], plan, plain[read.end])
     malformed = table.column(MALFORMED).combine_chunks()
     checks = [] if malformed.null_count == n else [(malformed.is_valid().to_numpy(zero_copy_only=False),
                                                      np.asarray(malformed.to_pylist(), dtype=object))]  # fmt: skip
@@ -152,7 +159,7 @@ def range_partials(path: str, start: int, end: int, plan: CsvPlan) -> Iterator:
     accepted = np.ones(n, dtype=bool) if reasons is None else reasons == None  # noqa: E711 - elementwise
     keys = {k: text[k].cast(pa.int64()) if k in plan.integer_columns else text[k] for k in read.keys}
     reduced = reduce_events(keys, starts.values, ends.values, accepted, shipped, read)
-    piece = f"{uuid.uuid5(uuid.NAMESPACE_URL, os.path.abspath(path)).hex[:12]}-{start:013d}"
+    piece = piece_name(path, f"{start:013d}")
     if len(reduced.late):  # as read: text, typed by the job once the kinds are known
         rows = pa.array(reduced.late)
         write_side_part(pa.table({**{k: c.take(rows) for k, c in text.items()},
@@ -167,8 +174,11 @@ def range_partials(path: str, start: int, end: int, plan: CsvPlan) -> Iterator:
     yield reduced.partials, reduced.counts
 
 
-def _times(text, plan: CsvPlan, plain: bool) -> Times:
-    """A time column in chronons (``time_chronons``); plain integers, the common case, cast at once."""
+def range_times(text, plan: CsvPlan, plain: bool | None = None) -> Times:
+    """A time column in chronons (``time_chronons``); plain integers (``plain``: all of them are, counted already),
+    the common case, cast at once."""
+    if plain is None:
+        plain = len(text) - text.null_count == text_stats(text, plain_only=True).plain_integer
     if plain and plan.time_kind == "number":
         return Times(_integers(text), text.is_valid().to_numpy(zero_copy_only=False), np.zeros(len(text), bool))
     return time_chronons(text, plan.time_kind, plan.read.time_unit, plan.timezone)
@@ -193,9 +203,6 @@ def _integers(text) -> np.ndarray:
 
 
 def _write_kinds(stats: dict[str, ColumnStats], folder: str, piece: str) -> None:
-    """A range's counts, as ``read_kinds`` adds them up (written whole, then renamed, as ``write_side_part``)."""
-    os.makedirs(folder, exist_ok=True)
-    temp = os.path.join(folder, f".{piece}.{uuid.uuid4().hex}")
-    with open(temp, "w") as handle:
-        json.dump({name: dataclasses.astuple(counts) for name, counts in stats.items()}, handle)
-    os.replace(temp, os.path.join(folder, f"part-{piece}.json"))
+    """A range's counts, as ``read_kinds`` adds them up."""
+    counts = {name: dataclasses.astuple(counted) for name, counted in stats.items()}
+    write_whole_part(folder, f"part-{piece}.json", lambda temp: Path(temp).write_text(json.dumps(counts)))

@@ -164,21 +164,32 @@ def row_group_partials(path: str, row_group: int, part: int, parts: int, plan: R
         whole = table if set(every) <= set(table.column_names) else read(None)  # decoded again only if need be
         late = whole.select(every).take(pa.array(reduced.late))
         late = late.append_column(WINDOWS_MISSED, pa.array(reduced.missed, pa.int64()))
-        piece = f"{uuid.uuid5(uuid.NAMESPACE_URL, os.path.abspath(path)).hex[:12]}-{row_group:06d}-{part:04d}"
+        piece = piece_name(path, f"{row_group:06d}-{part:04d}")
         write_side_part(late, os.path.join(plan.side, "late"), piece)
     yield reduced.partials, reduced.counts
 
 
+def piece_name(path: str, where: str) -> str:
+    """A piece's name in the side folder: the file's (a hash of its path) and ``where`` in it, so that a task run
+    again writes the same part."""
+    return f"{uuid.uuid5(uuid.NAMESPACE_URL, os.path.abspath(path)).hex[:12]}-{where}"
+
+
 def write_side_part(table, folder: str, piece: str) -> None:
-    """``table`` as the Parquet part of one piece in ``folder``: written under a hidden name, then renamed, so
-    that a piece read again (a task retried) replaces its part whole and a failed attempt leaves only a hidden
-    file, which readers skip."""
+    """``table`` as the Parquet part of one piece in ``folder`` (``write_whole_part``)."""
     import pyarrow.parquet as pq
 
+    write_whole_part(folder, f"part-{piece}.parquet", lambda temp: pq.write_table(table, temp))
+
+
+def write_whole_part(folder: str, name: str, write: Callable[[str], object]) -> None:
+    """A task's part ``name`` in ``folder`` (created if missing), whole or not at all: ``write`` writes it under a
+    hidden name, then it is renamed, so that a piece read again (a task retried) replaces its part whole and a failed
+    attempt leaves only a hidden file, which readers skip."""
     os.makedirs(folder, exist_ok=True)
-    temp = os.path.join(folder, f".{piece}.{uuid.uuid4().hex}")
-    pq.write_table(table, temp)
-    os.replace(temp, os.path.join(folder, f"part-{piece}.parquet"))
+    temp = os.path.join(folder, f".{name}.{uuid.uuid4().hex}")
+    write(temp)
+    os.replace(temp, os.path.join(folder, name))
 
 
 def task_batches(work: Sequence[tuple], plan, schema, most_rows: int = MERGE_ROWS,
