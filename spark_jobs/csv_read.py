@@ -8,8 +8,8 @@ those counts: the kinds that the whole files give. Where a column the windows re
 planned and run again with the true counts (``KindsChanged``); where only a column that late/ and rejected/ carry
 does, those are typed by the true kinds.
 
-Measured 2026-11-29 (30M rows, one 1.0 GB file, 15m/1m, whole processes): one pass 21-22 s where a first pass of
-counts and a second of windows took 27 s (docs/BENCHMARKS.md).
+Measured 2026-11-29 (30M rows, one 1.0 GB file, 15m/1m, whole processes, medians of 3): a first pass of counts
+and a second of windows took 27.2 s, one pass 24.8 s (docs/BENCHMARKS.md).
 
 Files whose byte ranges may not hold whole records (a quote character: a quoted field may hold a line break; a
 carriage return alone), compressed files, and queries the tasks cannot compute (``csv_reads_itself``) take the

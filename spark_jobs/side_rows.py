@@ -3,8 +3,8 @@
 Where ``vector``'s tasks read the input (Parquet row groups, ``spanning.engines.parquet_partials``; CSV byte ranges,
 ``spanning.app.csv_partials``), each task knows its late rows (and, for CSV, its rejected ones with their
 reasons) as it reduces them. It writes them as read, as a Parquet part of the run's side folder, so that late/ and
-rejected/ need no second pass over the input: measured 2026-11-29 on 30M rows with 170,757 late (a TTP of 2 h), the
-JVM's late pass cost about 6 s however few rows were late (docs/BENCHMARKS.md).
+rejected/ need no second pass over the input: issue 66's measurement (30M rows, a TTP of 2 h) put the JVM's late
+pass at about 6 s, however few rows were late (docs/BENCHMARKS.md).
 
 The folder is on the driver's file system, which a local master's executors share: the callers use it on local
 masters only. A folder's files are listed when a DataFrame is made of it, so ``frame`` is called once the windows,
