@@ -39,7 +39,8 @@ from spark_jobs.plans import (
 from spark_jobs.prepare import Prepared, local_input_bytes
 
 CSV_MODULES = ("spanning.app.csv_partials", "spanning.app.csv_records")  # what the tasks import besides vector's
-FIRST_RECORDS = 4 * 2**20  # bytes of the first file whose records give the kinds the job is planned with
+FIRST_RECORDS = 4 * 2**20  # bytes of the first file whose records give the kinds the job is planned with: a guess
+# (about 100k records of a CDR, read on the driver in tens of milliseconds); a kind they mislead costs a second run
 
 
 class KindsChanged(Exception):
