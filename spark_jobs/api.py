@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spanning.app.files import input_files
+from spanning.app.files import check_plain_names, input_files
 from spanning.app.jobspec import (
     EventFields,
     InputFiles,
@@ -130,11 +130,15 @@ def aggregate(
                          " first arriving event ('first', the default) or at a time you give")  # fmt: skip
     specs, names = _aggregate_specs(aggregates)
     events = EventFields(start, end, duration, keys, point_events, time_unit, timezone or "UTC")
-    if timezone is None:  # the session's zone, whatever Spark accepts ("Z", "CET", "Etc/GMT+5"): Spark reads the times
-        events.timezone = spark.conf.get(ZONE)
     query = WindowQuery(parse_duration(range, time_unit), parse_duration(slide, time_unit),
                         parse_duration(ttp, time_unit), specs, parse_duration(offset, time_unit),
                         series_start=series_start, empty_windows=empty_windows)  # fmt: skip
+    # a misspelt plain name fails here, from the DataFrame's columns alone: no analysis (whose failure PySpark logs
+    # with the JVM's stack before the one line), no setting read, no engine shipped; an expression is analysed
+    # later, with that log muted (``prepare._expression``)
+    check_plain_names(events, query, df.columns, as_given=True)
+    if timezone is None:  # the session's zone, whatever Spark accepts ("Z", "CET", "Etc/GMT+5"): Spark reads the times
+        events.timezone = spark.conf.get(ZONE)
     cfg = RunConfig(InputFiles([DATAFRAME_INPUT]), events, query, Execution(technique, height),
                     spark=SparkOptions(plan=plan))  # fmt: skip
     if streaming:

@@ -12,11 +12,18 @@ reads that text only: it imports nothing from pyspark, so the command line can u
 ... '''
 >>> worker_error(text).line
 'SumOverflowError: sum:bytes overflows'
+
+``query_context_log_muted`` keeps PySpark's own ERROR record of a failed analysis off the console while spanning
+probes an expression whose failure it tells in one line itself.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 TRACEBACK = "Traceback (most recent call last):"
@@ -54,3 +61,48 @@ def worker_error(error: BaseException | str) -> WorkerError | None:
         qualified = match["qualified"]
         return WorkerError(qualified.rsplit(".", 1)[-1], qualified, (match["message"] or "").strip())
     return None
+
+
+#: The loggers that PySpark (4.0 and later) writes an ERROR record to, with the JVM's stack (about 100 lines), each
+#: time it makes an exception of a failed analysis, caught or not (``PySparkException._log_exception``, classic and
+#: Connect): the first for SQL text (``F.expr``), the second for DataFrame calls
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+_muting = threading.RLock()  # one block at a time restores the loggers' state: no block gives back another's filter
+
+
+@contextlib.contextmanager
+def query_context_log_muted() -> Iterator[None]:
+    """No record of PySpark's ``QUERY_CONTEXT_LOGGERS`` from this thread while the block runs: for a probe whose
+    failure the caller reports in one line (an analysis that fails on the user's expression). Records of other
+    threads pass as before.
+
+    It adds a filter to the loggers for the block and leaves nothing behind: each logger's level, handlers,
+    filters, ``propagate`` and ``disabled`` are as they were afterwards, on error too (PySpark sets ``propagate``
+    to False each time it logs such a record). A logger that does not exist yet is made as PySpark makes it on its
+    first such error (``PySparkLogger.getLogger``), and stays.
+    """
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # a PySpark before 4.0: it logs no such record
+        yield
+        return
+    thread = threading.get_ident()
+
+    def other_threads(record: logging.LogRecord) -> bool:  # no thread recorded (logging.logThreads off): muted
+        return record.thread not in (thread, None)
+
+    with _muting:
+        loggers = [PySparkLogger.getLogger(name) for name in QUERY_CONTEXT_LOGGERS]
+        saved = [(logger, logger.level, list(logger.handlers), list(logger.filters), logger.propagate,
+                  logger.disabled) for logger in loggers]  # fmt: skip
+        try:
+            for logger in loggers:
+                logger.addFilter(other_threads)
+            yield
+        finally:
+            for logger, level, handlers, filters, propagate, disabled in saved:
+                if logger.level != level:
+                    logger.setLevel(level)
+                logger.handlers[:] = handlers
+                logger.filters[:] = filters
+                logger.propagate, logger.disabled = propagate, disabled

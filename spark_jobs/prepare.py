@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
 from spanning.app.csv_records import MALFORMED
-from spanning.app.files import Inputs, input_files, unknown_column
+from spanning.app.files import Inputs, input_files, plain_name, unknown_column
 from spanning.app.jobspec import (
     CORRUPT_RECORD,
     REASONS,
@@ -37,6 +37,7 @@ from spanning.app.jobspec import (
 )
 from spanning.engines.params import valid_flag as valid_column  # the Spark job sends nulls as these flags
 from spanning.engines.reader import TIME_LIMIT, ColumnStats, column_kind, java_pattern, text_stats, time_kinds
+from spark_jobs.errors import query_context_log_muted
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
 FRACTION, END_MISSING = "__fraction", "__end_missing"  # prepare's own, between its two projections (renamed on a clash)
@@ -188,14 +189,22 @@ class Prepared:
 
 
 def _expression(frame: DataFrame, text: str, what: str) -> tuple[Column, T.DataType, str]:
-    """A column name or Spark SQL expression, resolved against the input, with its type and name."""
-    column = quoted(text) if text in frame.columns else F.expr(text)
+    """A column name or Spark SQL expression, resolved against the input, with its type and name.
+
+    A plain name that no column has fails here, with no analysis; an expression is analysed with PySpark's log of
+    a failure muted (``query_context_log_muted``): the mistake is told in one line, as a UsageError."""
+    columns = list(frame.columns)
+    name = None if text in columns else plain_name(text)
+    if name is not None and name.lower() not in {c.lower() for c in columns}:  # Spark resolves names of any case
+        raise unknown_column(name, what, columns, text)
     try:
-        field = frame.select(column).schema.fields[0]
+        with query_context_log_muted():
+            column = quoted(text) if text in columns else F.expr(text)
+            field = frame.select(column).schema.fields[0]
     except AnalysisException as err:
         missing = _unresolved_column(err)
         if missing is not None:  # Spark's UNRESOLVED_COLUMN, in the form of every column mistake
-            raise unknown_column(missing, what, list(frame.columns), text) from err
+            raise unknown_column(missing, what, columns, text) from err
         first_line = str(err).strip().splitlines()[0]
         raise UsageError(f"cannot use --{what} {text!r}: {first_line}") from err
     except Exception as err:  # parse errors are not AnalysisExceptions in every Spark version

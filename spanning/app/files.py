@@ -30,7 +30,16 @@ from spanning.app.csv_records import MALFORMED, ambiguous_bytes, read_csv_record
 from spanning.app.jobspec import CORRUPT_RECORD, INPUT_FORMATS, UsageError
 from spanning.engines.reader import column_kind, matches, plain_values, text_stats
 
-__all__ = ["Inputs", "check_plain_columns", "input_files", "read_local", "typed_csv", "unknown_column"]
+__all__ = [
+    "Inputs",
+    "check_plain_columns",
+    "check_plain_names",
+    "input_files",
+    "plain_name",
+    "read_local",
+    "typed_csv",
+    "unknown_column",
+]
 
 
 @dataclass
@@ -67,30 +76,41 @@ def unknown_column(name: str, option: str, columns: list[str], expression: str |
     return UsageError(f"unknown column {name!r} in {where}: the columns are {', '.join(map(str, columns))}")
 
 
+def plain_name(text: str) -> str | None:
+    """The column that ``text`` names when it is a plain name (``start``) or one between back-quotes, not a Spark
+    SQL expression; else None (``current_date`` and the like are expressions)."""
+    plain = _PLAIN_NAME.fullmatch(text.strip())
+    if plain is None or (plain.group(2) and plain.group(2).lower() in _BARE_FUNCTIONS):
+        return None
+    return plain.group(1) or plain.group(2)
+
+
 def check_plain_columns(cfg, inputs: Inputs) -> None:
     """Fail with ``unknown_column`` for an option that names a column the inputs lack, from their header or
-    footer alone (no engine started). ``--start``, ``--end``, ``--duration`` and ``--key`` may be Spark SQL
-    expressions: only plain names are checked here, regardless of case as Spark resolves them; the engines
-    report a missing column inside an expression in the same form. ``--agg`` takes column names as written."""
+    footer alone (no engine started): ``check_plain_names`` over the columns every input has, where known."""
     columns = inputs.column_names
-    if columns is None:
-        return
+    if columns is not None:
+        check_plain_names(cfg.events, cfg.query, columns)
+
+
+def check_plain_names(fields, query, columns: list[str], as_given: bool = False) -> None:
+    """Fail with ``unknown_column`` for an option that names a column not in ``columns``. ``--start``, ``--end``,
+    ``--duration`` and ``--key`` may be Spark SQL expressions: only plain names (``plain_name``) are checked here,
+    regardless of case as Spark resolves them; the engines report a missing column inside an expression in the
+    same form. ``--agg`` takes column names as written. ``as_given``: the message quotes the option's text where
+    it is not the bare name (a name between back-quotes), as the Spark job's check of an expression words it."""
     folded = {str(c).lower() for c in columns}
-    fields = cfg.events
     named = [("start", fields.start), ("end", fields.end), ("duration", fields.duration),
              *[("key", k) for k in fields.keys]]  # fmt: skip
     for option, text in named:
         if text is None or text in columns:
             continue
-        plain = _PLAIN_NAME.fullmatch(text.strip())
-        if plain is None or (plain.group(2) and plain.group(2).lower() in _BARE_FUNCTIONS):
-            continue  # an expression: the engine resolves it
-        name = plain.group(1) or plain.group(2)
-        if name.lower() not in folded:
-            raise unknown_column(name, option, columns)
-    for name in cfg.query.value_columns:
+        name = plain_name(text)
+        if name is not None and name.lower() not in folded:
+            raise unknown_column(name, option, list(columns), text if as_given else None)
+    for name in query.value_columns:
         if name not in columns:
-            raise unknown_column(name, "agg", columns)
+            raise unknown_column(name, "agg", list(columns))
 
 
 _COMPRESSION = {".gz": gzip.open, ".bz2": bz2.open}
