@@ -23,11 +23,19 @@ import os
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import types as T
 
-from spanning.app.csv_partials import CsvPlan, byte_pieces, range_partials, range_times, read_kinds
-from spanning.app.csv_records import range_records, text_schema
+from spanning.app.csv_partials import (
+    CsvPlan,
+    byte_pieces,
+    counted_columns,
+    first_records,
+    range_partials,
+    range_times,
+    read_kinds,
+    used_columns,
+)
 from spanning.app.files import Inputs
 from spanning.app.jobspec import RunConfig
-from spanning.engines.reader import ColumnStats, text_stats
+from spanning.engines.reader import ColumnStats
 from spark_jobs.plans import (
     READ_SIDE_FROM,
     VECTOR_PER_WINDOW,
@@ -39,8 +47,6 @@ from spark_jobs.plans import (
 from spark_jobs.prepare import Prepared, local_input_bytes
 
 CSV_MODULES = ("spanning.app.csv_partials", "spanning.app.csv_records")  # what the tasks import besides vector's
-FIRST_RECORDS = 4 * 2**20  # bytes of the first file whose records give the kinds the job is planned with: a guess
-# (about 100k records of a CDR, read on the driver in tens of milliseconds); a kind they mislead costs a second run
 
 
 class KindsChanged(Exception):
@@ -73,31 +79,6 @@ def csv_reads_itself(cfg: RunConfig, inputs: Inputs | None) -> bool:
     return all(c in names for c in [fields.start, fields.end, *fields.keys, *query.value_columns])
 
 
-def counted_columns(cfg: RunConfig, names: list[str]) -> set[str]:
-    """The columns whose forms ``prepare`` counts in full (time and aggregated ones); of the others, their plain
-    integers only."""
-    fields, query = cfg.events, cfg.query
-    return {fields.start, fields.end, *query.numeric_columns} & set(names)
-
-
-def first_records(inputs: Inputs, columns: list[str]):
-    """The ``columns`` (as text) of the records in the first ``FIRST_RECORDS`` bytes of the first file, read on the
-    driver as the tasks read a range."""
-    import pyarrow as pa
-
-    path = inputs.files[0]
-    records = range_records(path, 0, min(FIRST_RECORDS, os.path.getsize(path)), inputs.delimiter,
-                            list(inputs.columns), columns)  # fmt: skip
-    return pa.Table.from_batches(records.batches, schema=text_schema(columns))
-
-
-def first_records_stats(cfg: RunConfig, inputs: Inputs) -> dict[str, ColumnStats]:
-    """Each column's counts over the first records (``first_records``): the kinds the job is planned with."""
-    names = list(inputs.columns)
-    table, counted = first_records(inputs, names), counted_columns(cfg, names)
-    return {name: text_stats(table.column(name), plain_only=name not in counted) for name in names}
-
-
 def csv_plan(prepared: Prepared, cfg: RunConfig, side: str) -> CsvPlan | None:
     """What the tasks read and compute, with the kinds ``prepare`` gave the columns, writing their late and rejected
     rows and their counts into the folder ``side``; None where a column is no plain one (a key expression, an
@@ -127,14 +108,6 @@ def csv_window_job(spark: SparkSession, prepared: Prepared, cfg: RunConfig, plan
     cores = spark.sparkContext.defaultParallelism
     pieces = byte_pieces([(path, os.path.getsize(path)) for path in prepared.inputs.files], cores)
     return read_side_job(spark, prepared, cfg, pieces, plan, observed, partials_of=range_partials)
-
-
-def used_columns(plan: CsvPlan) -> dict:
-    """What of a plan the windows depend on: the used columns' kinds, the time kind, the values' kinds."""
-    read = plan.read
-    used = [read.start, read.end, *read.keys, *read.values]
-    return {"integer": sorted(c for c in used if c in plan.integer_columns), "time": plan.time_kind,
-            "read": read}  # fmt: skip
 
 
 def checked_kinds(plan: CsvPlan, replan) -> Prepared:

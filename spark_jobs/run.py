@@ -19,6 +19,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spanning.aggregates import SumOverflowError, seconds_columns
+from spanning.app.csv_partials import first_records_stats
 from spanning.app.files import Inputs, check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
 from spanning.app.local_run import write_arrow_part
@@ -36,7 +37,6 @@ from spark_jobs.csv_read import (
     csv_reads_itself,
     csv_times_sample,
     csv_window_job,
-    first_records_stats,
 )
 from spark_jobs.plans import (
     MAX_KEY_IDS,

@@ -387,7 +387,9 @@ def test_kinds_the_first_records_mislead_are_checked_against_the_whole_files(spa
     import spark_jobs.run as run
 
     column, value, rerun = MISLEADING_FIRST_RECORDS[changed]
-    monkeypatch.setattr(csv_read, "FIRST_RECORDS", 60)  # the header and a record or two
+    import spanning.app.csv_partials as csv_partials
+
+    monkeypatch.setattr(csv_partials, "FIRST_RECORDS", 60)  # the header and a record or two
     raised = []
 
     def checked(*args):

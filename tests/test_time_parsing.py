@@ -378,19 +378,25 @@ INTEGER_TEXT = st.one_of(
 
 @settings(max_examples=examples(300), deadline=None)
 @given(values=st.lists(INTEGER_TEXT, max_size=30), sliced=st.integers(0, 3))
-def test_plain_integers_read_by_a_cast_are_the_pattern_s(values, sliced):
-    """``cast_plain_integers`` (Arrow's cast, then the first two bytes of each value) tells the plain integers that
-    fit in 64 bits exactly as the pattern and Python's ``int`` do, wherever the cast reads every value; and
-    ``text_stats`` counts the same either way (an array sliced from a larger one too)."""
+def test_plain_integers_read_by_the_cast_or_the_kernel_are_the_pattern_s(values, sliced):
+    """``plain_integer_values`` (Arrow's cast and the first two bytes of each value where the cast reads every value,
+    the compiled ``plain_integers`` elsewhere) and the kernel itself tell the plain integers that fit in 64 bits, and
+    read their values, exactly as the pattern and Python's ``int`` do; and ``text_stats`` counts the same (an array
+    sliced from a larger one too)."""
+    import numpy as np
     import pyarrow as pa
 
-    from spanning.engines.reader import INT64, ColumnStats, cast_plain_integers, matches, text_stats
+    from spanning.engines.reader import INT64, ColumnStats, _offsets, matches, plain_integer_values, text_stats
+    from spanning.kernels.compiled import plain_integers
 
     text = pa.array(["1"] * sliced + values, pa.string()).slice(sliced)
     want = [v is not None and matches("plain_integer", v) and INT64[0] <= int(v) <= INT64[1] for v in values]
-    got = cast_plain_integers(text)
-    if got is not None:
+    want_values = [int(v) if plain else 0 for v, plain in zip(values, want, strict=True)]
+    data = np.frombuffer(text.buffers()[2], np.uint8) if text.buffers()[2] is not None else np.zeros(0, np.uint8)
+    kernel = plain_integers(_offsets(text), data, text.is_valid().to_numpy(zero_copy_only=False))
+    for got_values, got in (plain_integer_values(text), kernel):
         assert got.tolist() == want
+        assert got_values.tolist() == want_values
     present = sum(v is not None for v in values)
     stats = text_stats(text)
     assert stats.plain_integer == sum(want) and stats.present == present

@@ -43,6 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from spanning.app.csv_records import MALFORMED, range_records, text_schema
+from spanning.app.files import Inputs
+from spanning.app.jobspec import RunConfig
 from spanning.engines.parquet_partials import (
     WINDOWS_MISSED,
     ReadPlan,
@@ -58,11 +60,23 @@ from spanning.engines.reader import (
     Times,
     first_reasons,
     number_values,
+    plain_integer_values,
     text_stats,
     time_chronons,
 )
 
-__all__ = ["CsvPlan", "add_stats", "byte_pieces", "range_partials", "range_times", "read_kinds"]
+__all__ = [
+    "CsvPlan",
+    "add_stats",
+    "byte_pieces",
+    "counted_columns",
+    "first_records",
+    "first_records_stats",
+    "range_partials",
+    "range_times",
+    "read_kinds",
+    "used_columns",
+]
 
 # the ranges' sizes are guesses, not measured: PIECE_BYTES keeps a range near the 1M-row Parquet pieces (about 1.6M
 # rows of a 40-byte CDR; a 1.87M-row range took 0.73 s), PIECES_PER_CORE follows parquet_partials.pieces
@@ -71,6 +85,8 @@ SMALLEST_PIECE = 4 * 2**20  # no range below this many bytes (each costs a few m
 PIECES_PER_CORE = 3  # ... else about this many a core, so that cores finishing early take more
 REASON = "reason"  # a rejected row's own column, as rejected/ names it
 KINDS = "kinds"  # the side folder's counts of the grammar's forms, a JSON file per range
+FIRST_RECORDS = 4 * 2**20  # bytes of the first file whose records give the kinds the job is planned with: a guess
+# (about 100k records of a CDR, read in tens of milliseconds); a kind they mislead costs a second run
 
 
 @dataclass(frozen=True)
@@ -142,8 +158,11 @@ def range_partials(path: str, start: int, end: int, plan: CsvPlan) -> Iterator:
                                   schema=text_schema(plan.names))  # fmt: skip
     n = table.num_rows
     text = {name: table.column(name).combine_chunks() for name in plan.names}
-    stats = {name: text_stats(column, plain_only=name not in plan.counted) for name, column in text.items()}
-    plain = {name: n - column.null_count == stats[name].plain_integer for name, column in text.items()}
+    integers = {name: plain_integer_values(column) for name, column in text.items()}  # one pass over each column
+    stats = {name: text_stats(column, plain_only=name not in plan.counted, plain=integers[name][1])
+             for name, column in text.items()}  # fmt: skip
+    plain = {name: integers[name][0] if n - column.null_count == stats[name].plain_integer else None
+             for name, column in text.items()}  # fmt: skip
     starts = range_times(text[read.start], plan, plain[read.start])
     ends = range_times(text[read.end], plan, plain[read.end])
     malformed = table.column(MALFORMED).combine_chunks()
@@ -159,7 +178,7 @@ def range_partials(path: str, start: int, end: int, plan: CsvPlan) -> Iterator:
                for name, (internal, _) in read.values.items()}  # fmt: skip
     reasons = first_reasons(n, checks) if any(failed.any() for failed, _ in checks) else None
     accepted = np.ones(n, dtype=bool) if reasons is None else reasons == None  # noqa: E711 - elementwise
-    keys = {k: text[k].cast(pa.int64()) if k in plan.integer_columns else text[k] for k in read.keys}
+    keys = {k: _integer_array(text[k], integers[k]) if k in plan.integer_columns else text[k] for k in read.keys}
     reduced = reduce_events(keys, starts.values, ends.values, accepted, shipped, read)
     piece = piece_name(path, f"{start:013d}")
     if len(reduced.late):  # as read: text, typed by the job once the kinds are known
@@ -176,35 +195,70 @@ def range_partials(path: str, start: int, end: int, plan: CsvPlan) -> Iterator:
     yield reduced.partials, reduced.counts
 
 
-def range_times(text, plan: CsvPlan, plain: bool | None = None) -> Times:
-    """A time column in chronons (``time_chronons``); plain integers (``plain``: all of them are, counted already),
-    the common case, cast at once."""
-    if plain is None:
-        plain = len(text) - text.null_count == text_stats(text, plain_only=True).plain_integer
-    if plain and plan.time_kind == "number":
-        return Times(_integers(text), text.is_valid().to_numpy(zero_copy_only=False), np.zeros(len(text), bool))
+def range_times(text, plan: CsvPlan, plain: np.ndarray | None | bool = False) -> Times:
+    """A time column in chronons (``time_chronons``); plain integers (``plain``: their values, where every value is
+    one, read already; None: not all are; False: not read yet), the common case, as they are."""
+    if plain is False:
+        values, mask = plain_integer_values(text)
+        plain = values if mask.sum() == len(text) - text.null_count else None
+    if plain is not None and plan.time_kind == "number":
+        return Times(plain, text.is_valid().to_numpy(zero_copy_only=False), np.zeros(len(text), bool))
     return time_chronons(text, plan.time_kind, plan.read.time_unit, plan.timezone)
 
 
-def _numbers(text, kind: str, plain: bool) -> Numbers:
-    """An aggregated column as numbers of ``kind`` (``number_values``); plain integers cast at once."""
-    if not plain:
+def _numbers(text, kind: str, plain: np.ndarray | None) -> Numbers:
+    """An aggregated column as numbers of ``kind`` (``number_values``); plain integers (``plain``: their values,
+    where every value is one) as they are."""
+    if plain is None:
         return number_values(text, kind)
     none = np.zeros(len(text), bool)
-    values = _integers(text)
-    return Numbers(values if kind == "integer" else values.astype(np.float64),
+    return Numbers(plain if kind == "integer" else plain.astype(np.float64),
                    text.is_valid().to_numpy(zero_copy_only=False), none, none, none)  # fmt: skip
 
 
-def _integers(text) -> np.ndarray:
-    """Plain integers within 64 bits (``text_stats`` counted them all so), 0 where null."""
+def _integer_array(text, read: tuple[np.ndarray, np.ndarray]):
+    """A key column planned as integers, as an Arrow int64 array (null where null); a value that is no plain
+    integer (the first records misled the plan, which ``checked_kinds`` finds) reads as 0 meanwhile."""
     import pyarrow as pa
 
-    numbers = text.cast(pa.int64())
-    return (numbers.fill_null(0) if numbers.null_count else numbers).to_numpy(zero_copy_only=False)
+    values, _ = read
+    return pa.array(values, mask=None if text.null_count == 0 else ~text.is_valid().to_numpy(zero_copy_only=False))
 
 
 def _write_kinds(stats: dict[str, ColumnStats], folder: str, piece: str) -> None:
     """A range's counts, as ``read_kinds`` adds them up."""
     counts = {name: dataclasses.astuple(counted) for name, counted in stats.items()}
     write_whole_part(folder, f"part-{piece}.json", lambda temp: Path(temp).write_text(json.dumps(counts)))
+
+
+def counted_columns(cfg: RunConfig, names: list[str]) -> set[str]:
+    """The columns whose forms ``prepare`` counts in full (time and aggregated ones); of the others, their plain
+    integers only."""
+    fields, query = cfg.events, cfg.query
+    return {fields.start, fields.end, *query.numeric_columns} & set(names)
+
+
+def first_records(inputs: Inputs, columns: list[str]):
+    """The ``columns`` (as text) of the records in the first ``FIRST_RECORDS`` bytes of the first file, read on the
+    driver as the tasks read a range."""
+    import pyarrow as pa
+
+    path = inputs.files[0]
+    records = range_records(path, 0, min(FIRST_RECORDS, os.path.getsize(path)), inputs.delimiter,
+                            list(inputs.columns), columns)  # fmt: skip
+    return pa.Table.from_batches(records.batches, schema=text_schema(columns))
+
+
+def first_records_stats(cfg: RunConfig, inputs: Inputs) -> dict[str, ColumnStats]:
+    """Each column's counts over the first records (``first_records``): the kinds the job is planned with."""
+    names = list(inputs.columns)
+    table, counted = first_records(inputs, names), counted_columns(cfg, names)
+    return {name: text_stats(table.column(name), plain_only=name not in counted) for name in names}
+
+
+def used_columns(plan: CsvPlan) -> dict:
+    """What of a plan the windows depend on: the used columns' kinds, the time kind, the values' kinds."""
+    read = plan.read
+    used = [read.start, read.end, *read.keys, *read.values]
+    return {"integer": sorted(c for c in used if c in plan.integer_columns), "time": plan.time_kind,
+            "read": read}  # fmt: skip

@@ -36,6 +36,9 @@ __all__ = ["MALFORMED", "RecordRange", "UnterminatedQuote", "ambiguous_bytes", "
 
 MALFORMED = "_malformed"  # why a CSV record is not a row of the header's fields (null for a good record)
 _BLOCK = 1 << 24  # bytes parsed at a time: the batches a Spark task hands on
+# a byte range's, parsed and typed in its own task: smaller blocks stay in the cache (a 64 MB range of CDRs parsed in
+# 0.19 s of CPU by 1-4 MB blocks, 0.24 s by 16 MB ones, 2026-11-29)
+_RANGE_BLOCK = 1 << 22
 
 
 class UnterminatedQuote(NamedTuple):
@@ -112,7 +115,7 @@ def _text(path: str, content: bytes | None = None) -> io.TextIOWrapper:
 
 
 def _text_reader(source: pa.NativeFile, delimiter: str, width: int, bad: list, skip_rows: int,
-                 include: list[int] | None = None) -> pa_csv.CSVStreamingReader:  # fmt: skip
+                 include: list[int] | None = None, block: int = _BLOCK) -> pa_csv.CSVStreamingReader:  # fmt: skip
     """pyarrow's reader of CSV records as ``width`` text columns ``f0``, ``f1``, ... (those at ``include`` only,
     in that order, when given); a record of another field count is set aside in ``bad`` as (line, fields, text)."""
     generated = [f"f{i}" for i in range(width)]  # the file's names may repeat or be blank: checked elsewhere
@@ -125,7 +128,7 @@ def _text_reader(source: pa.NativeFile, delimiter: str, width: int, bad: list, s
     return pa_csv.open_csv(
         source,
         read_options=pa_csv.ReadOptions(use_threads=False, column_names=generated, skip_rows=skip_rows,
-                                        block_size=_BLOCK),
+                                        block_size=block),
         parse_options=pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=True, invalid_row_handler=keep_aside),
         convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(generated, pa.string()), null_values=[""],
                                               strings_can_be_null=True, quoted_strings_can_be_null=True,
@@ -231,8 +234,8 @@ def range_records(path: str, start: int, end: int, delimiter: str, names: list[s
     bad: list[tuple[int | None, int, str]] = []
     batches = []
     if body and (body[:1] not in b"\r\n" or body.strip(b"\r\n")):  # pyarrow refuses a source with no record
-        batches = [_good(batch, schema) for batch in _text_reader(pa.py_buffer(body), delimiter, width, bad, 0, include)
-                   if batch.num_rows]  # fmt: skip
+        reader = _text_reader(pa.py_buffer(body), delimiter, width, bad, 0, include, _RANGE_BLOCK)
+        batches = [_good(batch, schema) for batch in reader if batch.num_rows]
     if bad:
         before = _records_before(path, begin)
         malformed = [_malformed(before + line, fields, text, width, delimiter) for line, fields, text in bad]

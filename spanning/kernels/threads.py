@@ -15,15 +15,17 @@ that waits on it).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
 
-__all__ = ["SHARED_FROM", "bounds", "in_shares", "other_cores", "shares"]
+__all__ = ["SHARED_FROM", "bounds", "in_shares", "one_core", "other_cores", "shares"]
 
 Result = TypeVar("Result")
 
@@ -34,9 +36,24 @@ SHARED_FROM = 200_000
 def shares(rows: int, cores: int | None = None) -> int:
     """Into how many shares ``rows`` rows of work are cut: one per core (``cores``, default this process's, at most
     ``$SPANNING_THREADS``), from ``SHARED_FROM`` rows per share on; 1 inside a Spark task."""
-    if _in_spark_task():
+    if _in_spark_task() or getattr(_one_core, "on", False):
         return 1
     return max(1, min(cores or available_cores(), rows // SHARED_FROM))
+
+
+_one_core = threading.local()
+
+
+@contextlib.contextmanager
+def one_core():
+    """Within it, this thread's kernels do not share their work (``shares`` is 1): for a thread that is itself one
+    of several a caller runs side by side, as a Spark task is one of an executor's."""
+    before = getattr(_one_core, "on", False)
+    _one_core.on = True
+    try:
+        yield
+    finally:
+        _one_core.on = before
 
 
 def bounds(rows: int, count: int) -> np.ndarray:
