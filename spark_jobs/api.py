@@ -38,6 +38,7 @@ from spanning.app.jobspec import (
     WindowQuery,
     output_name,
     parse_duration,
+    parse_window,
 )
 from spanning.app.stream_command import StreamOptions, stream_output
 from spanning.engines.params import Execution
@@ -56,8 +57,8 @@ log = logging.getLogger("spanning")
 def aggregate(
     df: DataFrame,
     *,
-    range: int | str,  # noqa: A002 - the public name of ω, as in spanning.aggregate
-    slide: int | str,
+    range: int | str | None = None,  # noqa: A002 - the public name of ω, as in spanning.aggregate
+    slide: int | str | None = None,
     ttp: int | str = 0,
     aggregates: Mapping[str, str] | Sequence[str] | None = None,
     start: str = "start",
@@ -75,12 +76,17 @@ def aggregate(
     point_events: bool = False,
     kinds_from: DataFrame | None = None,
     spark: SparkSession | None = None,
+    windows: Sequence[str | tuple] | None = None,
 ) -> BatchResult | StreamResult:
     """Sliding-window aggregates of the events in ``df``, as ``spanning run`` computes them from files.
 
     The parameters mean what they mean to ``spanning.aggregate`` and the command's options:
 
     * ``range``, ``slide``, ``ttp``, ``offset``: chronons (``time_unit``), or the command's strings ``"15m"``;
+    * ``windows`` instead of ``range`` and ``slide``: several window specs in one call, each ``"15m/5m"`` or a
+      pair ``(range, slide)``, computed as the command's repeated ``--window`` computes them (a job per spec over
+      the same prepared rows, unioned); the windows and late rows then carry a ``window`` column naming their spec
+      as the command names it (range/slide in chronons: ``"900/300"``). A stream takes one spec;
     * ``aggregates``: the command's forms (``"count"``, ``"sum:bytes"``, ``"max:duration"``, ``"erlang"``, ...),
       as a list (output columns named as the command names them: ``sum_bytes``) or as a dict of output name ->
       form; ``None`` is ``["count"]``;
@@ -130,8 +136,10 @@ def aggregate(
                          " first arriving event ('first', the default) or at a time you give")  # fmt: skip
     specs, names = _aggregate_specs(aggregates)
     events = EventFields(start, end, duration, keys, point_events, time_unit, timezone or "UTC")
-    query = WindowQuery(parse_duration(range, time_unit), parse_duration(slide, time_unit),
-                        parse_duration(ttp, time_unit), specs, parse_duration(offset, time_unit),
+    several = _window_specs(range, slide, windows, time_unit, streaming)
+    query = WindowQuery(*(several[0] if several else (parse_duration(range, time_unit),
+                                                      parse_duration(slide, time_unit))),
+                        parse_duration(ttp, time_unit), specs, parse_duration(offset, time_unit), windows=several,
                         series_start=series_start, empty_windows=empty_windows)  # fmt: skip
     # a misspelt plain name fails here, from the DataFrame's columns alone: no analysis (whose failure PySpark logs
     # with the JVM's stack before the one line), no setting read, no engine shipped; an expression is analysed
@@ -144,6 +152,28 @@ def aggregate(
     if streaming:
         return StreamResult(spark, df, cfg, names, kinds_from)
     return BatchResult(computed(spark, df, cfg), names)
+
+
+def _window_specs(range_: int | str | None, slide: int | str | None, windows: Sequence[str | tuple] | None,
+                  time_unit: str, streaming: bool) -> list[tuple[int, int]]:  # fmt: skip
+    """The specs of ``windows=`` as (range, slide) chronons (none: ``range=`` and ``slide=`` give the one spec),
+    checked as the command checks ``--window`` against ``--range``/``--slide``; as there, windows given so carry
+    the ``window`` column, even one."""
+    if windows is not None and (range_ is not None or slide is not None):
+        raise UsageError("give either windows= or range= and slide=")
+    if windows is None:
+        if range_ is None or slide is None:
+            raise UsageError("give range= and slide=, or windows=['15m/5m', '1h/5m', ...]")
+        return []
+    if isinstance(windows, str | tuple):  # one spec given alone
+        windows = [windows]
+    specs = [parse_window(spec, time_unit, "windows= entry") for spec in windows]
+    if not specs:
+        raise UsageError("windows= is empty: give one or more window specs such as '15m/5m'")
+    if streaming and len(specs) > 1:
+        raise UsageError("a stream takes one window spec: give range= and slide=, or one entry in windows= (a query"
+                         " per spec serves several)")  # fmt: skip
+    return specs
 
 
 def _aggregate_specs(aggregates: Mapping[str, str] | Sequence[str] | None) -> tuple[list[str], dict[str, str]]:

@@ -422,3 +422,46 @@ def test_remote_csv_files_of_two_layouts_fail_the_run_in_one_line(spark, tmp_pat
     assert code != 0 and not (tmp_path / "out").exists()
     assert "b.csv has the columns id, end, start but the first file has id, start, end" in err.splitlines()[0], err
     assert "Traceback" not in err
+
+
+def test_several_window_specs_in_one_call_give_the_commands_tagged_windows_and_late_rows(user_session, tmp_path):
+    """``windows=`` takes the command's repeated ``--window``: the windows and late rows of every spec in one
+    result, tagged with the spec in a ``window`` column, equal to the command's over the same rows (whose windows
+    the oracle tests hold for each spec). Mistakes are one line, and a stream takes one spec."""
+    import spanning.spark
+
+    frame = calls()
+    df = typed(user_session, frame, "chronons")
+    result = spanning.spark.aggregate(df, windows=["15m/5m", (3600, "10m")], ttp=TTP, key="cell",
+                                      aggregates=["count", "sum:bytes", "max:bytes"])  # fmt: skip
+    assert result.windows.columns[:4] == ["cell", "window", "window_start", "window_end"]
+    source = tmp_path / "calls.parquet"
+    frame.astype({"start": "Int64", "end": "Int64", "bytes": "Int64"}).to_parquet(source)
+    out = tmp_path / "command"
+    assert main(["run", str(source), "--window", "15m/5m", "--window", "1h/10m", "--ttp", str(TTP), "--start",
+                 "start", "--end", "end", "--key", "cell", "--agg", "count", "--agg", "sum:bytes", "--agg",
+                 "max:bytes", "--engine", "local", "--output", str(out)]) == 0  # fmt: skip
+    got, want = seconds_of(result.windows), pd.read_parquet(out / "windows")
+    assert sorted(got["window"].unique()) == sorted(want["window"].unique()) == ["3600/600", "900/300"]
+    order = ["window", "cell", "window_start"]
+    got = got.sort_values(order).reset_index(drop=True)[list(want.columns)]
+    want = want.sort_values(order).reset_index(drop=True)
+    assert got.astype(str).values.tolist() == want.astype(str).values.tolist()
+    late, their_late = result.late.toPandas(), pd.read_parquet(out / "late")
+    assert len(late) > 0
+    assert sorted(zip(late["call_id"], late["window"], late["windows_missed"], strict=True)) == sorted(
+        zip(their_late["call_id"], their_late["window"], their_late["windows_missed"], strict=True))
+
+    mistakes = [
+        ({"windows": ["15m/5m"], "range": RANGE}, "either windows= or range= and slide="),
+        ({}, "give range= and slide=, or windows="),
+        ({"windows": []}, "windows= is empty"),
+        ({"windows": ["15m"]}, "bad windows= entry '15m'"),
+        ({"windows": [(900, 300, 5)]}, "a pair \\(range, slide\\)"),
+    ]
+    for extra, message in mistakes:
+        with pytest.raises(UsageError, match=message):
+            spanning.spark.aggregate(df, key="cell", **extra)
+    stream = user_session.readStream.format("rate").load().selectExpr("value AS start", "value + 5 AS end")
+    with pytest.raises(UsageError, match="a stream takes one window spec"):
+        spanning.spark.aggregate(stream, windows=["15m/5m", "1h/5m"])

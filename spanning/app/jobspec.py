@@ -69,6 +69,24 @@ def parse_duration(text: str | int, time_unit: str = "s") -> int:
     return millis // CHRONON_MS[time_unit]
 
 
+def parse_window(spec: str | tuple | list, time_unit: str = "s", what: str = "window") -> tuple[int, int]:
+    """One window spec, ``"15m/5m"`` (RANGE/SLIDE, as ``--window`` takes it) or a pair ``(range, slide)`` of
+    durations, as (range, slide) in chronons; ``what`` names it in an error (``--window``).
+
+    >>> parse_window("15m/5m"), parse_window((900, "5m"))
+    ((900, 300), (900, 300))
+    """
+    if isinstance(spec, str):
+        parts = spec.split("/")
+        if len(parts) != 2:
+            raise UsageError(f"bad {what} {spec!r}: write RANGE/SLIDE, e.g. 15m/5m")
+    elif isinstance(spec, tuple | list) and len(spec) == 2:
+        parts = list(spec)
+    else:
+        raise UsageError(f"bad {what} {spec!r}: write RANGE/SLIDE, e.g. '15m/5m', or a pair (range, slide)")
+    return parse_duration(parts[0], time_unit), parse_duration(parts[1], time_unit)
+
+
 def key_column(i: int) -> str:
     """Internal name of the i-th key in an engine's events (its output name may be an input column's)."""
     return f"__key_{i}"

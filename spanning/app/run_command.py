@@ -25,6 +25,7 @@ from spanning.app.jobspec import (
     UsageError,
     WindowQuery,
     parse_duration,
+    parse_window,
 )
 from spanning.engines.params import Execution
 from spanning.techniques.registry import TECHNIQUES
@@ -144,13 +145,7 @@ def _windows(args: argparse.Namespace, unit: str) -> list[tuple[int, int]]:
         raise UsageError("give either --window (repeatable) or --range and --slide")
     if not args.window and not (args.range and args.slide):
         raise UsageError("give --range and --slide, or one or more --window RANGE/SLIDE")
-    windows = []
-    for text in args.window:
-        parts = text.split("/")
-        if len(parts) != 2:
-            raise UsageError(f"bad --window {text!r}: write RANGE/SLIDE, e.g. 15m/5m")
-        windows.append((parse_duration(parts[0], unit), parse_duration(parts[1], unit)))
-    return windows
+    return [parse_window(text, unit, "--window") for text in args.window]
 
 
 def query_from_args(args: argparse.Namespace) -> tuple[EventFields, WindowQuery]:
