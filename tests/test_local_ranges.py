@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spanning.app.csv_partials as csv_partials
+import spanning.app.local_ranges as local_ranges
 import spanning.app.local_run as local_run
 from spanning.aggregates import SumOverflowError
 from spanning.app.files import input_files
@@ -105,8 +106,10 @@ def _same(ranges: dict, whole: dict) -> None:
 
 @pytest.fixture
 def small_ranges(monkeypatch):
-    """Ranges of 7 bytes and more, so that records meet range boundaries everywhere."""
+    """Ranges of 7 bytes and more, so that records meet range boundaries everywhere; and the partials merged 3 rows
+    at a time, so that a (key, window)'s rows from several ranges meet slice boundaries too."""
     monkeypatch.setattr(csv_partials, "SMALLEST_PIECE", 7)
+    monkeypatch.setattr(local_ranges, "MERGE_ROWS", 3)
 
 
 @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

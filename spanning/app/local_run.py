@@ -8,6 +8,7 @@ of ``spanning.engines.reader``, which the Spark engine follows too, so both give
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,14 +155,18 @@ def run_local(cfg: RunConfig, verbose: bool = False, in_ranges: bool = True) -> 
         except SumOverflowError as err:
             raise user_errors(err, {}) from None
         if got is not None:
-            with output_folder(cfg) as output:
-                for name, table in (("windows", got.windows), ("rejected", got.rejected), ("late", got.late)):
-                    folder = Path(output, name)
-                    folder.mkdir()
-                    write_arrow_part(table, folder, cfg)
+            with output_folder(cfg) as output:  # an integer sum beyond 64 bits fails while windows/ is written
+                for name in ("windows", "rejected", "late"):
+                    Path(output, name).mkdir()
+                try:
+                    windows = write_arrow_parts(got.windows, Path(output, "windows"), cfg)
+                except SumOverflowError as err:
+                    raise user_errors(err, {}) from None
+                write_arrow_part(got.rejected, Path(output, "rejected"), cfg)
+                write_arrow_part(got.late, Path(output, "late"), cfg)
                 return finish_output(
                     cfg, output, rows_read=got.rows_read, rejected=got.rejected_rows, late=got.late_rows,
-                    windows=got.windows.num_rows, seconds=time.perf_counter() - began,
+                    windows=windows, seconds=time.perf_counter() - began,
                 )  # fmt: skip
     prepared = prepare_local(cfg)  # every user mistake shows here, before the output folder is touched
     with output_folder(cfg) as output:
@@ -216,16 +221,38 @@ def write_part(part: pd.DataFrame, folder: Path, cfg: RunConfig) -> None:
 def write_arrow_part(table: pa.Table, folder: Path, cfg: RunConfig) -> None:
     """``table`` as one output part in ``folder``: Parquet, or RFC 4180 CSV with ISO timestamps (a header alone
     when empty)."""
-    if cfg.output.format == "parquet":
-        pyarrow.parquet.write_table(table, folder / "part-00000.parquet")
-        return
+    write_arrow_parts([table], folder, cfg)
+
+
+def write_arrow_parts(tables: Iterable[pa.Table], folder: Path, cfg: RunConfig) -> int:
+    """Tables of one schema (at least one) as one output part in ``folder``, each written as it comes
+    (``write_arrow_part``'s forms); returns the rows written."""
+    parquet = cfg.output.format == "parquet"
+    path = folder / f"part-00000.{'parquet' if parquet else 'csv'}"
+    writer, rows = None, 0
+    try:
+        for table in tables:
+            if not parquet:
+                table = _iso_text(table, cfg.events.timezone)
+            if writer is None:
+                writer = pyarrow.parquet.ParquetWriter(path, table.schema) if parquet else pyarrow.csv.CSVWriter(
+                    path, table.schema, write_options=pyarrow.csv.WriteOptions(quoting_style="needed"))  # fmt: skip
+            writer.write_table(table)
+            rows += table.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
+
+
+def _iso_text(table: pa.Table, zone: str) -> pa.Table:
+    """``table`` with its timestamps as ISO text (``_iso_times``), as the CSV output writes them."""
     columns = {}
     for field, column in zip(table.schema, table.columns, strict=True):
         if pa.types.is_timestamp(field.type):
-            column = pa.array(_iso_times(column.to_pandas(), cfg.events.timezone), type=pa.string())
+            column = pa.array(_iso_times(column.to_pandas(), zone), type=pa.string())
         columns[field.name] = column
-    options = pyarrow.csv.WriteOptions(include_header=True, quoting_style="needed")
-    pyarrow.csv.write_csv(pa.table(columns), folder / "part-00000.csv", options)
+    return pa.table(columns)
 
 
 def _arrow(part: pd.DataFrame) -> pa.Table:
