@@ -5,13 +5,14 @@ carriage return alone: ``spanning.app.files.Inputs.splittable``), the local engi
 (``spanning.app.csv_partials.range_partials``) in this process's threads: pyarrow's parser and the compiled kernels
 release the GIL. Each range is typed by the reader contract's functions, reduced to partials per (key, window)
 (``spanning.engines.parquet_partials.reduce_events``), and its late and rejected rows written as read into a side
-folder. The partials then merge per (key, window) with Arrow's hash aggregation, and ``lowered`` turns them into
-the aggregates (Σx from its two 32-bit halves, checked to fit 64 bits, as the Spark plans do).
+folder. The partials are then sorted by (key, window), and a slice at a time merged per (key, window) with Arrow's
+hash aggregation, lowered into the aggregates (Σx from its two 32-bit halves, checked to fit 64 bits, as the Spark
+plans do) and written.
 
-So the process holds a few ranges at a time and the partials, not the file: the general way holds every row as read
-in pandas (ten times the file, measured 2026-11-28). The column kinds follow the Spark job's way too: the ranges are
-typed by the kinds of the first records (``first_records_stats``), and read again with the whole files' counts
-where those give a column the windows read another kind (``used_columns``).
+So the process holds a few ranges at a time and the partials (about the windows' size), not the file: the general
+way holds every row as read in pandas (ten times the file, measured 2026-11-28). The column kinds follow the Spark
+job's way too: the ranges are typed by the kinds of the first records (``first_records_stats``), and read again
+with the whole files' counts where those give a column the windows read another kind (``used_columns``).
 
 The queries that take this way are those the range tasks compute (``reads_in_ranges``); the others, and files that
 are not splittable, take the general way (``spanning.app.local_run.prepare_local``), with the same rows and reasons.
