@@ -39,7 +39,10 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from spanning import __version__
+
     parser = Parser(prog="spanning", description="Sliding-window aggregates over spanning events.")
+    parser.add_argument("--version", action="version", version=f"spanning {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_parser(sub)
     add_stream_parser(sub)

@@ -180,3 +180,12 @@ exit_now(3)
     bad = subprocess.run([sys.executable, "-m", "spanning.cli", "run", str(tmp_path / "missing.csv"), *BASE],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.startswith("spanning: error:"), bad.stderr
+
+
+def test_the_version_is_the_package_s(capsys):
+    """``spanning --version`` names the version the package was built with (``spanning.__version__``, which the
+    build reads too: pyproject.toml's version is dynamic)."""
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"spanning {spanning.__version__}" == f"spanning {version('spanning')}"
