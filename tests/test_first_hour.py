@@ -118,15 +118,16 @@ def test_the_jvm_noise_is_left_out_of_stderr_and_nothing_else():
 
 
 def test_spark_submit_runs_the_job_as_the_readme_says(inputs):
-    """``spark-submit spark_jobs/submit.py run ...`` (README, "On a cluster"): spark-submit starts the JVM and the
-    master, the job runs unchanged and writes the same folders, with no Hadoop marker files."""
+    """``spark-submit spark_jobs/submit.py run ...`` (docs/COMMAND.md, "On a cluster"): spark-submit starts the JVM
+    and the master, the job runs unchanged and writes the same folders, with no Hadoop marker files."""
     import pyspark
 
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable}  # fmt: skip
     # the JVMs spark-submit starts keep to their quick compiler, as `spanning run` starts its own for a small input
-    # (spark_jobs.session.QUICK_COMPILER_ONLY): alone 24.1-24.3 s against 29.6-32.0 s. The command line is README's.
+    # (spark_jobs.session.QUICK_COMPILER_ONLY): alone 24.1-24.3 s against 29.6-32.0 s. The command line is
+    # docs/COMMAND.md's.
     env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} {QUICK_COMPILER_ONLY}".strip()
     done = subprocess.run([str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                            str(ROOT / "spark_jobs" / "submit.py"), "run", "calls.csv", "--start", "start", "--end",

@@ -1,4 +1,5 @@
-"""README's Python code runs as written, on the bundled sample, and gives what the command gives."""
+"""README's code, and the examples of docs/PYTHON.md and docs/PYSPARK.md, run as written, on the bundled sample, and
+give what the command gives; the docs' links lead somewhere."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from spanning.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+def python_blocks(page: str = "README.md", fence: str = "python") -> list[str]:
+    return re.findall(rf"```{fence}\n(.*?)```", (ROOT / page).read_text(), flags=re.S)
 
 
 def run_blocks(blocks: list[str], namespace: dict) -> str:
@@ -63,17 +64,37 @@ def test_readme_python_runs_on_the_sample_and_equals_the_command(tmp_path):
     assert said and list(said.groups()) == printed.split()[:3]  # README's comment says what it prints
 
 
-def test_every_run_option_is_in_the_readme_synopsis():
+def test_docs_python_examples_run_on_the_sample():
+    """docs/PYTHON.md's block: one event at a time, point events through a SWAG, two specs in one pass."""
+    namespace: dict = {}
+    run_blocks(python_blocks("docs/PYTHON.md"), namespace)
+    assert namespace["released"], "the Engine released the event's windows"
+    assert len(namespace["sms"]) > 0
+    assert set(namespace["both"]["window"]) == {"900/300", "3600/900"}
+
+
+def test_every_relative_link_of_the_docs_leads_to_a_file():
+    pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            path = target.split("#")[0]
+            if path and "://" not in path and not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, broken
+
+
+def test_every_run_option_is_in_the_command_reference_synopsis():
     from spanning.cli import build_parser
 
     parser = build_parser()
     run = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "run")[1]
     options = {s for action in run._actions for s in action.option_strings if s.startswith("--") and s != "--help"}
-    readme = (ROOT / "README.md").read_text()
-    synopsis = re.search(r"```bash\nspanning run INPUT\.\.\.(.*?)\nspanning generate-cdr", readme, flags=re.S)
-    assert synopsis, "README's synopsis block starts with 'spanning run INPUT...'"
+    reference = (ROOT / "docs/COMMAND.md").read_text()
+    synopsis = re.search(r"```bash\nspanning run INPUT\.\.\.(.*?)\nspanning generate-cdr", reference, flags=re.S)
+    assert synopsis, "docs/COMMAND.md's synopsis block starts with 'spanning run INPUT...'"
     missing = sorted(o for o in options if not re.search(re.escape(o) + r"(?![\w-])", synopsis.group(1)))
-    assert not missing, f"options missing from README's synopsis: {missing}"
+    assert not missing, f"options missing from docs/COMMAND.md's synopsis: {missing}"
 
 
 def test_negative_durations_and_gapped_windows_get_plain_messages(capsys, tmp_path):
@@ -96,13 +117,13 @@ def test_gitignore_covers_what_the_commands_write():
 
 
 def test_readme_pyspark_runs_on_the_session_and_counts_as_the_command(spark, tmp_path):
-    """README's PySpark blocks (```py: the ``pyspark`` shell's ``spark`` in scope) run as written; the batch call
-    counts what ``spanning run`` counts over the same file, and prints what README's comment says."""
+    """README's and docs/PYSPARK.md's PySpark blocks (```py: the ``pyspark`` shell's ``spark`` in scope) run as
+    written; the batch call counts what ``spanning run`` counts over the same file, and prints what README's comment
+    says."""
     import ast
 
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```py\n(.*?)```", readme, flags=re.S)
-    assert len(blocks) == 2, "README's PySpark blocks: a batch call and a stream"
+    blocks = python_blocks("README.md", "py") + python_blocks("docs/PYSPARK.md", "py")
+    assert len(blocks) == 2, "the PySpark blocks: README's batch call and docs/PYSPARK.md's stream"
     namespace: dict = {"spark": spark}
     printed = run_blocks(blocks, namespace)
     counts = namespace["result"].counts

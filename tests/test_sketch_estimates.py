@@ -8,7 +8,7 @@ are the calls that overlap it; the TTP is long enough that none is late):
   of the exact distinct count, and the same registers on every path (they are a function of the values);
 * KLL (``approx_percentile``): the answer's normalized rank error within the bound the library states for K
   (``normalized_rank_error(False)``, 1.33% at K = 200), against the exact ranks. KLL compacts at random, so
-  two runs may give different answers within that bound (README, "Distinct counts and quantiles").
+  two runs may give different answers within that bound (docs/COMMAND.md, "Distinct subscribers and percentiles").
 
 The sketches' bytes are read across: Spark's ``hll_sketch_estimate`` / ``kll_sketch_get_quantile_double`` read
 what the Python engines wrote, and the ``datasketches`` package reads what Spark's plans wrote.
