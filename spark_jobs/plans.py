@@ -74,8 +74,9 @@ from spark_jobs.prepare import (
 )
 
 # windows per event from which auto takes vector over the explode where Spark reads the rows: set from the 3M-row
-# in-session table of 2026-11-22 (docs/BENCHMARKS.md, "The Spark job against the Spark SQL a user would write":
-# the explode best at 3.6, vector at 19 and 63, nothing measured between); not re-measured with the kernel
+# in-session table of 2026-11-22 (bench/results/benchmarks-history-2026-11-22-to-29.md, "The Spark job against the
+# Spark SQL a user would write": the explode best at 3.6, vector at 19 and 63, nothing measured between); not
+# re-measured with the kernel
 VECTOR_FROM = 8.0
 A, B, MISSED_RUN, K = "_a", "_b", "_missed", "_k"
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row columns (spark_jobs.windowed)
