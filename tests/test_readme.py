@@ -140,3 +140,57 @@ def test_readme_pyspark_runs_on_the_session_and_counts_as_the_command(spark, tmp
     lines = printed.splitlines()
     batches = [line for line in lines if re.fullmatch(r"\d+ \d+ \d+ \d+", line)]
     assert batches and sum(int(line.split()[1]) for line in batches) > 1000, lines[-5:]  # the drained stream's windows
+
+
+def test_every_benchmark_command_of_the_docs_exists_and_takes_its_flags():
+    """Each ``bench/...py`` command that docs/BENCHMARKS.md names is a script of the checkout whose ``--help`` lists
+    every flag the command gives (a renamed or dropped flag fails here, not in the next reader's hands)."""
+    import shlex
+    import subprocess
+    import sys
+
+    text = (ROOT / "docs/BENCHMARKS.md").read_text()
+    commands = [shlex.split(" ".join(span.split()))
+                for span in re.findall(r"`((?:python )?bench/[a-z_]+\.py[^`]*)`", text, flags=re.S)]  # fmt: skip
+    assert len(commands) >= 8, commands
+    helps: dict[str, str] = {}
+    for command in commands:
+        script = command[1] if command[0] == "python" else command[0]
+        assert (ROOT / script).is_file(), script
+        flags = [word.split("=")[0] for word in command if word.startswith("--")]
+        if not flags:
+            continue
+        if script not in helps:
+            done = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=120)  # fmt: skip
+            assert done.returncode == 0, (script, done.stderr[-2000:])
+            helps[script] = done.stdout
+        missing = [flag for flag in flags if not re.search(re.escape(flag) + r"(?![\w-])", helps[script])]
+        assert not missing, (script, missing)
+
+
+def test_readme_commands_run_as_written(tmp_path, capsys):
+    """README's command examples (its bash blocks after the two setup commands) run as written, through the
+    command's own entry point, their outputs sent to a temporary folder; ``--engine local`` where README leaves
+    the engine to Spark's default, so that the test starts no JVM of its own (the main job's own run is
+    ``scripts/main_job.sh``, tested in tests/test_first_hour.py)."""
+    import shlex
+
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert "scripts/main_job.sh" in blocks[0] and "scripts/test.sh" in blocks[0]
+    commands = [shlex.split(line.split("#")[0]) for line in re.sub(r"\\\n\s*", "", "".join(blocks[1:])).splitlines()
+                if line.strip()]  # fmt: skip
+    assert commands and all(command[0] == "spanning" for command in commands), commands
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for i, command in enumerate(commands):
+            args = command[1:]
+            if "--output" in args:
+                args[args.index("--output") + 1] = str(tmp_path / f"out{i}")
+                if "--engine" not in args:
+                    args += ["--engine", "local"]
+            assert main(args) == 0, command
+    finally:
+        os.chdir(here)
+    assert "spanning " in capsys.readouterr().out
