@@ -66,4 +66,4 @@ __all__ = [
     "stddev_pop",
     "sum_of",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

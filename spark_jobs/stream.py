@@ -58,6 +58,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spanning import __version__
 from spanning.aggregates import seconds_columns
 from spanning.app.csv_records import MALFORMED
 from spanning.app.files import Inputs, check_plain_columns, input_files
@@ -117,11 +118,15 @@ def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt
         "start": events.start, "end": events.end, "duration": events.duration, "point_events": events.point_events,
         "time_unit": events.time_unit, "buckets": options.buckets, "format": fmt, "schema": schema.json(),
         "processor": PROCESSOR, "operator": OPERATOR, "timezone": events.timezone, "state": STATE_STORE,
+        VERSION_ENTRY: __version__,
     }  # fmt: skip
 
 
 #: job.json's entries that checkpoints made before them lack: compared only where a checkpoint has them
 LATER_ENTRIES = ("timezone",)
+#: job.json's version of spanning that made the checkpoint: named in a refusal, never compared (a later version
+#: that reads the same state goes on with it); checkpoints made before 0.2.0 lack it
+VERSION_ENTRY = "spanning_version"
 
 
 def check_checkpoint(folder: Path, record: dict) -> None:
@@ -129,35 +134,37 @@ def check_checkpoint(folder: Path, record: dict) -> None:
     path = folder / JOB_FILE
     if path.exists():
         saved = json.loads(path.read_text())
+        made_by = f"spanning {saved[VERSION_ENTRY]}" if VERSION_ENTRY in saved else "spanning 0.1.0 or earlier"
         saved.setdefault("processor", PROCESSOR)  # a checkpoint made before --processor existed
         saved.setdefault("operator", "transformWithStateInPandas")  # a checkpoint made before "operator" existed
         if saved["processor"] == PROCESSOR and saved["operator"] != OPERATOR:
             until = OLDER_OPERATORS.get(saved["operator"])
             if until is None:  # not one of ours before: a later version's
                 raise UsageError(
-                    f"--checkpoint {folder.parent} was made with operator {saved['operator']!r}, which this version"
-                    " of spanning stream does not know (a later version's?): go on with the version that made it, or"
-                    " give a new --checkpoint (and --output)"
+                    f"--checkpoint {folder.parent} was made by {made_by} with operator {saved['operator']!r}, which"
+                    f" spanning {__version__} does not know (a later version's?): go on with the version that made it,"
+                    " or give a new --checkpoint (and --output)"
                 )
             raise UsageError(
-                f"--checkpoint {folder.parent} keeps which state files make each bucket in the state of Spark's"
-                f" {saved['operator']}, which spanning stream used until {until}"
+                f"--checkpoint {folder.parent} ({made_by}) keeps which state files make each bucket in the state of"
+                f" Spark's {saved['operator']}, which spanning stream used until {until}"
                 " (since then the driver reduces each batch and keeps them in the checkpoint's batch records,"
                 " docs/STREAMING.md): give a new --checkpoint (and --output), or go on with the earlier version"
             )
         if saved["processor"] != PROCESSOR:
             raise UsageError(
-                f"--checkpoint {folder.parent} was made by --processor {saved['processor']}, which spanning stream no"
-                " longer has (one processor since 2026-11-26, docs/STREAMING.md): its open windows are Parquet under"
-                f" {folder / 'state'}; give a new --checkpoint (and --output) to go on with the one processor"
+                f"--checkpoint {folder.parent} was made by --processor {saved['processor']} ({made_by}), which spanning"
+                " stream no longer has (one processor since 2026-11-26, docs/STREAMING.md): its open windows are"
+                f" Parquet under {folder / 'state'}; give a new --checkpoint (and --output) to go on with the one"
+                " processor"
             )
-        changed = [name for name in record if name != "schema" and (name in saved or name not in LATER_ENTRIES)
-                   and saved.get(name) != record[name]]  # fmt: skip
+        changed = [name for name in record if name not in ("schema", VERSION_ENTRY)
+                   and (name in saved or name not in LATER_ENTRIES) and saved.get(name) != record[name]]  # fmt: skip
         if changed:
             details = ", ".join(f"{name} {saved.get(name)!r} -> {record[name]!r}" for name in changed)
             raise UsageError(
-                f"--checkpoint {folder.parent} was made for another query ({details}): a checkpoint continues"
-                " the stream it was made for; give a new --checkpoint (and --output) for a new query"
+                f"--checkpoint {folder.parent} was made by {made_by} for another query ({details}): a checkpoint"
+                " continues the stream it was made for; give a new --checkpoint (and --output) for a new query"
             )
         return
     folder.mkdir(parents=True, exist_ok=True)

@@ -393,11 +393,26 @@ def test_a_checkpoint_of_the_removed_jvm_processor_is_refused_and_processor_jvm_
 
 
 def test_restart_with_other_windows_is_refused(in_order, capsys):
+    """A restart for other windows is refused, naming the change and the version of spanning that made the
+    checkpoint (``job.json`` records it; a checkpoint made before 0.2.0 has none)."""
+    import spanning
+
+    job = in_order / "chk" / "spanning" / "job.json"
+    record = json.loads(job.read_text())
+    assert record["spanning_version"] == spanning.__version__
     code = stream_cli(str(in_order / "in"), "--output", str(in_order / "out"), "--checkpoint", str(in_order / "chk"),
                       *[a if a != "5m" else "1m" for a in QUERY], "--master", "local[2]")  # fmt: skip
     assert code == 2
     err = capsys.readouterr().err
-    assert "was made for another query" in err and "slide 300 -> 60" in err and "Traceback" not in err
+    assert f"was made by spanning {spanning.__version__} for another query" in err and "slide 300 -> 60" in err
+    assert "Traceback" not in err
+    try:  # a checkpoint of 0.1.0, which did not record its version
+        job.write_text(json.dumps({k: v for k, v in record.items() if k != "spanning_version"}))
+        code = stream_cli(str(in_order / "in"), "--output", str(in_order / "out"), "--checkpoint",
+                          str(in_order / "chk"), *[a if a != "5m" else "1m" for a in QUERY], "--master", "local[2]")
+        assert code == 2 and "was made by spanning 0.1.0 or earlier for another query" in capsys.readouterr().err
+    finally:
+        job.write_text(json.dumps(record))
 
 
 def test_missing_checkpoint_is_a_usage_error(tmp_path, capsys):
