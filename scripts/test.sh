@@ -5,5 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/ruff check spanning buckets sweeping spark_jobs tests bench
+# the documentation and its API reference (mkdocs.yml), strict: a broken link or reference fails the run
+.venv/bin/mkdocs build --strict --quiet
 # two workers: one holds the Spark session and its tests, the other the rest (tests/conftest.py); the slowest named
 .venv/bin/python -m pytest --doctest-modules spanning spark_jobs tests -n 2 --dist loadgroup --durations=8 "$@"
