@@ -105,7 +105,10 @@ def test_one_integer_key_is_grouped_by_itself_with_the_windows_of_a_text_key(spa
     assert got["int"] == got["text"] and len(got["int"]) > 5
 
 
-def test_empty_rejected_and_late_are_written_on_the_driver_as_spark_writes_them(spark, tmp_path):
+@pytest.mark.parametrize("plan", ["auto", "python"])
+def test_empty_rejected_and_late_are_written_on_the_driver_as_spark_writes_them(spark, tmp_path, plan):
+    """Counted while the windows are written (a JVM plan's pass; the Python plan's late rows above its cache),
+    none is written on the driver with no Spark job; some are written by Spark, the count checked."""
     from spark_jobs.run import run_spark
 
     messy = _calls(["a"] * 7).assign(start=[0, 100, 200, 300, 400, 500, 50], end=[700, 300, 900, 400, 2000, 650, 10])
@@ -117,8 +120,9 @@ def test_empty_rejected_and_late_are_written_on_the_driver_as_spark_writes_them(
             out = tmp_path / f"{case}-{fmt}"
             cfg = RunConfig(InputFiles([str(path)]), EventFields("start", "end", keys=["cell"]),
                             WindowQuery(600, 200, ttp, ["count", "sum:bytes"]),
-                            output=OutputOptions(str(out), fmt))  # fmt: skip
+                            output=OutputOptions(str(out), fmt), spark=SparkOptions(plan=plan))  # fmt: skip
             summary = run_spark(cfg)
+            assert [c["plan"] for c in summary["plans"]] == ["explode" if plan == "auto" else plan]
             if case == "clean":  # nothing to reject, nothing late: both written on the driver
                 assert summary["rejected"] == summary["late"] == 0
                 for name in ("rejected", "late"):
