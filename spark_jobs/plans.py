@@ -135,6 +135,13 @@ def sketches_or_sets(cfg: RunConfig) -> list[str]:
     return [a for a in cfg.query.aggregates if parse_aggregate(a).capabilities.sql in MERGED_AS_COLLECTIONS]
 
 
+def python_plan_certain(cfg: RunConfig) -> bool:
+    """Whether ``choose_plan`` gives every window spec of ``cfg`` the Python plan, whatever the input: ``--plan
+    python``, or ``auto`` with a query that only the Python plan runs or with sets or sketches."""
+    plan = cfg.spark.plan
+    return plan == "python" or (plan == "auto" and bool(python_only(cfg) or sketches_or_sets(cfg)))
+
+
 def groups_by_its_key(prepared: Prepared) -> bool:
     """Whether the plans group by the key column itself: one integer key is already what an id would be
     (``key_ids``), so an id would only add the distinct keys' read, the hashing and the join back."""

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from spanning.aggregates import SumOverflowError, seconds_columns
+from spanning.aggregates import SqlFunction, SumOverflowError, parse_aggregate, seconds_columns
 from spanning.app.csv_partials import first_records_stats
 from spanning.app.files import Inputs, check_plain_columns, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
@@ -49,6 +49,7 @@ from spark_jobs.plans import (
     late_rows,
     parquet_window_job,
     python_only,
+    python_plan_certain,
     read_plan,
     vector_reads_parquet,
 )
@@ -75,6 +76,12 @@ from spark_jobs.worker_parquet import LOCAL_MASTERS, write_in_workers, writes_in
 
 VECTOR_MODULES = ("numpy", "pyarrow", "pyarrow.parquet", "spanning.engines.parquet_partials",
                   "spanning.kernels.compiled")  # what vector's tasks import: the warm-up loads them (and the kernel)
+PYTHON_MODULES = ("numpy", "pandas", "pyarrow", "spark_jobs.windowed", "spanning.engines.engine",
+                  "spanning.engines.keyed", "spanning.engines.streams", "spanning.aggregates.distinct",
+                  "spanning.kernels.hll")  # what the Python plan's tasks import, and the kernels they call
+# (``windowed.warm_up``); not the compiled kernel's own warm_up, which loads every kernel (vector's too): that warm-up
+# job took 2.6 s on both cores and slowed the read stage beside it, the imports alone 1.5 s (one run each, 3M rows,
+# 2026-11-29)
 
 
 HEIGHT_SAMPLE = 200_000  # events measured for --height auto
@@ -203,6 +210,8 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
 
     if any(c.plan == "vector" for c in choices) and not workers_warming:
         warm_python_workers(spark, VECTOR_MODULES + (CSV_MODULES if csv_reads is not None else ()))
+    elif any(c.plan == "python" for c in choices) and not workers_warming:
+        warm_python_workers(spark, python_plan_modules(cfg))
     carried = []  # the outputs whose rows the tasks write into the side folder
 
     def window_part(spec: RunConfig, choice: Choice) -> DataFrame:
@@ -323,18 +332,34 @@ def write(frame: DataFrame, path: str, fmt: str, in_workers: bool = False) -> No
         marker.unlink(missing_ok=True)  # checksums: noise to a reader of the folder, which summary.json vouches for
 
 
+def python_plan_modules(cfg: RunConfig) -> tuple[str, ...]:
+    """What the Python plan's tasks import for ``cfg``: ``PYTHON_MODULES``, and the DataSketches library when
+    an aggregate is an HLL or KLL sketch."""
+    sketches = any(parse_aggregate(a).capabilities.sql in (SqlFunction.HLL, SqlFunction.KLL)
+                   for a in cfg.query.aggregates)  # fmt: skip
+    return PYTHON_MODULES + (("datasketches",) if sketches else ())
+
+
 def warm_vector_workers(spark, cfg: RunConfig, inputs: Inputs) -> bool:
     """Start the Python workers' warm-up as soon as the session is up, when the files already tell that vector's
-    tasks will read them (``vector_reads_parquet``): it then runs while the driver reads the input and plans,
-    with a core to spare, rather than after. Whether it was started.
+    tasks will read them (``vector_reads_parquet``), or the query alone that the Python plan will run it
+    (``python_plan_certain``): it then runs while the driver reads the input and plans, with a core to spare,
+    rather than in the windows stage's first tasks. Whether it was started.
 
     Measured 2026-11-28 (30M rows, hot key, 15m/1m, whole processes): the warm-up job took 1.3 s on both cores,
-    and the driver's 1.6-2.2 s from the session to the query left one core idle.
+    and the driver's 1.6-2.2 s from the session to the query left one core idle. The Python plan's tasks
+    otherwise import pandas, numba, the engine and DataSketches, and load their kernels, in the windows stage
+    (py-spy of its workers, 3M rows with the two sketches, 2026-11-29): that stage took 7.2 s instead of
+    8.3 s with the warm-up (one run each, Spark's event log).
     """
-    if not vector_reads_parquet(cfg, inputs):
+    if vector_reads_parquet(cfg, inputs):
+        modules = VECTOR_MODULES
+    elif python_plan_certain(cfg):
+        modules = python_plan_modules(cfg)
+    else:
         return False
     ship_engine(spark)  # once per application: a session that was active already may not have the engine yet
-    warm_python_workers(spark, VECTOR_MODULES)
+    warm_python_workers(spark, modules)
     return True
 
 

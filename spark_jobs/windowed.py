@@ -19,6 +19,18 @@ from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, user_errors
 from spark_jobs.prepare import END, EVENT_END, SEQ, SERIES, START, Prepared, quoted
 
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"
+# the compiled kernels that the batch path's tasks call (``SortedStreamAggregator``: runs, key extremes, labels,
+# counts, the explode of the distinct counts and quantiles), loaded by the workers' warm-up
+PLAN_KERNELS = ("chunk_runs", "key_extremes", "run_sums_into", "run_windows", "window_labels")
+
+
+def warm_up(part: int = 0, parts: int = 1) -> float:
+    """Load ``PLAN_KERNELS`` (this worker's share of them, ``compiled.warm_up``) and numba's compiler with the
+    first: what a Python worker's warm-up (``spark_jobs.session.warm_python_workers``) runs while the driver plans,
+    not every kernel of vector's plan. Its seconds."""
+    from spanning.kernels import compiled
+
+    return compiled.warm_up(part=part, parts=parts, names=PLAN_KERNELS)
 
 
 def result_type(spec: str, prepared: Prepared) -> T.DataType:

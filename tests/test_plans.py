@@ -196,10 +196,13 @@ def test_plans_agree_with_the_python_plan_on_a_worked_example(spark, tmp_path):
         (3, ["count", "max:v"], ["cell"], "explode"),  # 1.3 windows per event
         (600, ["count", "stddev:v"], ["cell"], "python"),
         (3, ["count", "count_distinct:v", "percentile:f:0.5"], ["cell"], "python"),  # sets and value lists
+        (600, ["count", "approx_count_distinct:v", "approx_percentile:f:0.95"], ["cell"], "python"),  # sketches
+        (3, ["count", "hll_sketch:v"], [], "python"),
     ],
 )
 def test_auto_plan_follows_the_windows_per_event(spark, tmp_path, length, aggs, keys, plan):
-    from spark_jobs.plans import choose_plan
+    """And ``python_plan_certain``, which tells before Spark starts (to warm the workers), says the same."""
+    from spark_jobs.plans import choose_plan, python_plan_certain
     from spark_jobs.prepare import END, START, events, load
 
     path = tmp_path / "calls.parquet"
@@ -211,6 +214,7 @@ def test_auto_plan_follows_the_windows_per_event(spark, tmp_path, length, aggs, 
     prepared = load(spark, cfg)
     choice = choose_plan(cfg, prepared, events(prepared, "first").select(START, END))
     assert choice.plan == plan, choice
+    assert python_plan_certain(cfg) == (plan == "python")
 
 
 @pytest.mark.parametrize("unit", ["s", "ms"])
@@ -401,3 +405,63 @@ def test_integer_sums_bounded_by_the_parquet_footers_are_plain_sums_and_stay_exa
             compute(spark, run).windows.collect()
         assert "'v'" in str(err.value) and str(SumOverflowError("v")).split(":")[0] in str(err.value)
 
+
+
+def test_the_python_plan_s_workers_are_warmed_as_the_session_starts_with_what_its_tasks_import(tmp_path, monkeypatch):
+    """A query that only the Python plan runs (sketches, sets) starts its workers' warm-up as soon as the session
+    is up (``run.warm_vector_workers``), with the modules of ``python_plan_modules``; a query whose plan depends
+    on the input starts none there. Those modules are all that the Python plan's tasks import: in a fresh
+    interpreter that imported them, the tasks' own function (``SortedStreamAggregator`` over a sorted chunk,
+    as ``spark_jobs.windowed``'s ``process`` builds it) imports nothing more of the engine, pandas, pyarrow,
+    numba or DataSketches."""
+    import subprocess
+    import sys
+
+    from spanning.app.files import input_files
+    from spark_jobs import run
+
+    path = tmp_path / "calls.parquet"
+    pd.DataFrame({"cell": [1, 2], "start": [0, 5], "end": [50, 70], "v": [3, 4], "f": [0.5, 2.0]}).to_parquet(path)
+
+    def cfg(aggregates, plan="auto"):
+        return RunConfig.from_parameters(dict(inputs=[str(path)], output=str(tmp_path / "out"), range=900, slide=60,
+                                              ttp=600, start="start", end="end", keys=["cell"], plan=plan,
+                                              aggregates=aggregates))  # fmt: skip
+
+    warmed = []
+    monkeypatch.setattr(run, "warm_python_workers", lambda spark, modules: warmed.append(modules))
+    monkeypatch.setattr(run, "ship_engine", lambda spark: None)
+    inputs = input_files([str(path)])
+    sketches = ["count", "approx_count_distinct:v", "approx_percentile:f:0.95"]
+    assert run.warm_vector_workers(None, cfg(sketches), inputs)
+    assert run.warm_vector_workers(None, cfg(["count", "sum:v"], plan="python"), inputs)
+    assert not run.warm_vector_workers(None, cfg(["count", "sum:v"]), inputs)  # a small file: explode, no Python
+    assert warmed == [run.python_plan_modules(cfg(sketches)), run.PYTHON_MODULES]
+    assert "datasketches" in warmed[0]
+
+    code = f"""
+import importlib, sys
+modules = {list(warmed[0])!r}
+for name in modules:
+    getattr(importlib.import_module(name), "warm_up", lambda: None)()
+import numpy as np, pandas as pd
+before = set(sys.modules)
+from spanning.engines.engine import build_aggregates
+from spanning.engines.params import ChunkColumns
+from spanning.engines.streams import SortedStreamAggregator
+from spanning.kernels.windows import WindowSpec
+names, aggs = build_aggregates({{"n": "count", "d": "approx_count_distinct:v", "p": "approx_percentile:f:0.95"}})
+rng = np.random.default_rng(3)
+start = np.sort(rng.integers(0, 5_000, 3_000))
+chunk = pd.DataFrame({{"cell": np.repeat([1, 2], 1_500), "start": start, "end": start + rng.integers(1, 900, 3_000),
+                      "seq": np.arange(3_000), "v": rng.integers(0, 2_000, 3_000), "f": rng.random(3_000)}})
+chunk = chunk.sort_values(["cell", "end", "seq"], kind="stable").reset_index(drop=True)
+stream = SortedStreamAggregator(WindowSpec(900, 60), aggs, names, ["cell"], columns=ChunkColumns())
+windows = [stream.feed(chunk)[0], stream.finish()[0]]
+assert sum(len(w) for w in windows) > 0
+heavy = ("spanning", "spark_jobs", "pandas", "pyarrow", "numba", "datasketches", "_datasketches")
+print(sorted(m for m in set(sys.modules) - before if m.split(".")[0] in heavy))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]", done.stdout

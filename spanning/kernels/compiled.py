@@ -761,7 +761,7 @@ def warm_up_shares(parts: int) -> list[list[str]]:
     return shares
 
 
-def warm_up(every: bool = False, part: int = 0, parts: int = 1) -> float:
+def warm_up(every: bool = False, part: int = 0, parts: int = 1, names: tuple[str, ...] | None = None) -> float:
     """Load (or compile, where there is no cache) every kernel for the types the paths call it with, and return
     the seconds it took: a Python worker does it while the driver plans, not in its first task.
 
@@ -772,12 +772,15 @@ def warm_up(every: bool = False, part: int = 0, parts: int = 1) -> float:
 
     ``part`` of ``parts``: only that share of the kernels (``warm_up_shares``), for workers that share one cache
     (one machine): each compiles its share at the same time, and later calls load the others' from the cache.
+    ``names``: only those kernels (of the share), for a plan that calls a few.
     """
     import time
 
     began = time.perf_counter()
     calls = _warm_up_calls(every)
     for name in warm_up_shares(parts)[part]:
+        if names is not None and name not in names:
+            continue
         for call in calls[name]:
             call()
     return time.perf_counter() - began
