@@ -162,6 +162,8 @@ def test_an_expression_spark_refuses_is_told_in_one_line_with_nothing_from_pyspa
 def test_the_muted_block_drops_this_threads_records_only_and_restores_the_loggers_even_on_error():
     from pyspark.logger import PySparkLogger
 
+    for name in QUERY_CONTEXT_LOGGERS:  # made before the state is taken: the block makes a missing one, which stays
+        PySparkLogger.getLogger(name)
     logger = PySparkLogger.getLogger("SQLQueryContextLogger")
     recorder, own_filter = Recorder(), logging.Filter()
     saved = (logger.level, logger.propagate, logger.disabled)
