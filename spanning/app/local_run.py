@@ -20,7 +20,7 @@ import pyarrow.parquet
 
 from spanning.aggregates import SumOverflowError
 from spanning.app.csv_records import MALFORMED
-from spanning.app.files import check_plain_columns, input_files, read_local, unknown_column
+from spanning.app.files import Inputs, check_plain_columns, input_files, read_local, unknown_column
 from spanning.app.jobspec import (
     CORRUPT_RECORD,
     EVENTS_COLUMN,
@@ -74,11 +74,13 @@ def _column(frame: pd.DataFrame, text: str, what: str) -> pd.Series:
     return frame[text]
 
 
-def prepare_local(cfg: RunConfig) -> Prepared:
-    """Read the inputs and turn every row into an event or a reason (the reader contract)."""
+def prepare_local(cfg: RunConfig, inputs: Inputs | None = None) -> Prepared:
+    """Read the inputs (``inputs``: listed and checked already) and turn every row into an event or a reason (the
+    reader contract)."""
     fields, query = cfg.events, cfg.query
-    inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
-    check_plain_columns(cfg, inputs)  # from the header or footer, before reading every row
+    if inputs is None:
+        inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
+        check_plain_columns(cfg, inputs)  # from the header or footer, before reading every row
     frame = read_local(inputs)
     malformed = frame.pop(MALFORMED).to_numpy() if MALFORMED in frame.columns else None  # CSV: why, per record
     n = len(frame)
@@ -147,28 +149,23 @@ def run_local(cfg: RunConfig, verbose: bool = False, in_ranges: bool = True) -> 
     """``spanning run --engine local``: CSV files read in byte ranges by every core where ``reads_in_ranges``
     holds (unless ``in_ranges`` is False), else every row read into memory (``prepare_local``)."""
     began = time.perf_counter()
-    inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
+    inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)  # listed and scanned once
+    check_plain_columns(cfg, inputs)  # from the header or footer, before reading every row
     if in_ranges and reads_in_ranges(cfg, inputs):
-        check_plain_columns(cfg, inputs)
-        try:
-            got = outputs_in_ranges(cfg, inputs)  # every user mistake shows here, before the output folder is touched
-        except SumOverflowError as err:
-            raise user_errors(err, {}) from None
+        got = outputs_in_ranges(cfg, inputs)  # every user mistake shows here, before the output folder is touched
         if got is not None:
-            with output_folder(cfg) as output:  # an integer sum beyond 64 bits fails while windows/ is written
+            # an integer sum beyond 64 bits (SumOverflowError, naming the user's column) fails as windows/ is written
+            with output_folder(cfg) as output:
                 for name in ("windows", "rejected", "late"):
                     Path(output, name).mkdir()
-                try:
-                    windows = write_arrow_parts(got.windows, Path(output, "windows"), cfg)
-                except SumOverflowError as err:
-                    raise user_errors(err, {}) from None
+                windows = write_arrow_parts(got.windows, Path(output, "windows"), cfg)
                 write_arrow_part(got.rejected, Path(output, "rejected"), cfg)
                 write_arrow_part(got.late, Path(output, "late"), cfg)
                 return finish_output(
                     cfg, output, rows_read=got.rows_read, rejected=got.rejected_rows, late=got.late_rows,
                     windows=windows, seconds=time.perf_counter() - began,
                 )  # fmt: skip
-    prepared = prepare_local(cfg)  # every user mistake shows here, before the output folder is touched
+    prepared = prepare_local(cfg, inputs)  # every user mistake shows here, before the output folder is touched
     with output_folder(cfg) as output:
         return _run(cfg, prepared, output, began)
 
