@@ -30,6 +30,7 @@ from spanning.app.csv_partials import (
     first_records,
     range_partials,
     range_times,
+    ranges_hold,
     read_kinds,
     used_columns,
 )
@@ -63,20 +64,14 @@ def csv_reads_itself(cfg: RunConfig, inputs: Inputs | None) -> bool:
     whole records (``Inputs.splittable``) of at least ``READ_SIDE_FROM`` bytes (unless ``--plan vector``); times
     from two plain columns, keys and aggregated columns plain columns, aggregates that the vector kernel computes,
     one window spec."""
-    if inputs is None or inputs.format != "csv" or inputs.columns is None or not inputs.splittable:
+    if not ranges_hold(cfg, inputs):
         return False
     size, plan = local_input_bytes(inputs), cfg.spark.plan
     if size is None or plan not in ("auto", "vector") or (plan == "auto" and size < READ_SIDE_FROM):
         return False
-    fields, query = cfg.events, cfg.query
-    if python_only(cfg) or sketches_or_sets(cfg) or query.windows or query.series_start == "first":
+    if python_only(cfg) or sketches_or_sets(cfg):
         return False
-    if fields.duration is not None or fields.point_events:
-        return False
-    if any(a not in VECTOR_PER_WINDOW for a in query.per_window_aggregates):
-        return False
-    names = set(inputs.columns)
-    return all(c in names for c in [fields.start, fields.end, *fields.keys, *query.value_columns])
+    return all(a in VECTOR_PER_WINDOW for a in cfg.query.per_window_aggregates)
 
 
 def csv_plan(prepared: Prepared, cfg: RunConfig, side: str) -> CsvPlan | None:

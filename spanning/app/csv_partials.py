@@ -74,6 +74,7 @@ __all__ = [
     "first_records_stats",
     "range_partials",
     "range_times",
+    "ranges_hold",
     "read_kinds",
     "used_columns",
 ]
@@ -161,17 +162,16 @@ def range_partials(path: str, start: int, end: int, plan: CsvPlan) -> Iterator:
     integers = {name: plain_integer_values(column) for name, column in text.items()}  # one pass over each column
     stats = {name: text_stats(column, plain_only=name not in plan.counted, plain=integers[name][1])
              for name, column in text.items()}  # fmt: skip
-    plain = {name: integers[name][0] if n - column.null_count == stats[name].plain_integer else None
-             for name, column in text.items()}  # fmt: skip
-    starts = range_times(text[read.start], plan, plain[read.start])
-    ends = range_times(text[read.end], plan, plain[read.end])
+    starts = range_times(text[read.start], plan, integers[read.start])
+    ends = range_times(text[read.end], plan, integers[read.end])
     malformed = table.column(MALFORMED).combine_chunks()
     checks = [] if malformed.null_count == n else [(malformed.is_valid().to_numpy(zero_copy_only=False),
                                                      np.asarray(malformed.to_pylist(), dtype=object))]  # fmt: skip
     checks += [(~starts.present, REASONS["start"]), (~ends.present, REASONS["end"]),
                (starts.fractional | ends.fractional, REASONS["fraction"]),
                (ends.values < starts.values, REASONS["order"])]  # fmt: skip
-    numbers = {name: _numbers(text[name], kind, plain[name]) for name, (_, kind) in read.values.items()}
+    numbers = {name: _numbers(text[name], kind, _all_plain(text[name], integers[name]))
+               for name, (_, kind) in read.values.items()}  # fmt: skip
     for name in plan.checked_values:
         checks += numbers[name].checks(name)
     shipped = {internal: pa.array(numbers[name].values, mask=~numbers[name].present)
@@ -195,20 +195,25 @@ def range_partials(path: str, start: int, end: int, plan: CsvPlan) -> Iterator:
     yield reduced.partials, reduced.counts
 
 
-def range_times(text, plan: CsvPlan, plain: np.ndarray | None | bool = False) -> Times:
-    """A time column in chronons (``time_chronons``); plain integers (``plain``: their values, where every value is
-    one, read already; None: not all are; False: not read yet), the common case, as they are."""
-    if plain is False:
-        values, mask = plain_integer_values(text)
-        plain = values if mask.sum() == len(text) - text.null_count else None
+def range_times(text, plan: CsvPlan, integers: tuple[np.ndarray, np.ndarray] | None = None) -> Times:
+    """A time column in chronons (``time_chronons``); plain integers, the common case, as they are (``integers``:
+    ``plain_integer_values`` of ``text``, where the caller read them already)."""
+    plain = _all_plain(text, integers)
     if plain is not None and plan.time_kind == "number":
         return Times(plain, text.is_valid().to_numpy(zero_copy_only=False), np.zeros(len(text), bool))
     return time_chronons(text, plan.time_kind, plan.read.time_unit, plan.timezone)
 
 
+def _all_plain(text, integers: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
+    """The values of a text column whose every value is a plain integer (``integers``: ``plain_integer_values``
+    of it, read here if not given), else None."""
+    values, plain = plain_integer_values(text) if integers is None else integers
+    return values if plain.sum() == len(text) - text.null_count else None
+
+
 def _numbers(text, kind: str, plain: np.ndarray | None) -> Numbers:
     """An aggregated column as numbers of ``kind`` (``number_values``); plain integers (``plain``: their values,
-    where every value is one) as they are."""
+    where every value is one, ``_all_plain``) as they are."""
     if plain is None:
         return number_values(text, kind)
     none = np.zeros(len(text), bool)
@@ -229,6 +234,20 @@ def _write_kinds(stats: dict[str, ColumnStats], folder: str, piece: str) -> None
     """A range's counts, as ``read_kinds`` adds them up."""
     counts = {name: dataclasses.astuple(counted) for name, counted in stats.items()}
     write_whole_part(folder, f"part-{piece}.json", lambda temp: Path(temp).write_text(json.dumps(counts)))
+
+
+def ranges_hold(cfg: RunConfig, inputs: Inputs | None) -> bool:
+    """Whether ``cfg``'s rows can be read in byte ranges and reduced where they are read, by either engine (each adds
+    what its own plans compute): local CSV files with a header whose ranges hold whole records
+    (``Inputs.splittable``); times from two columns (no duration, no point events); one window spec, windows not
+    from each key's first arriving event; every column the query reads in the header."""
+    if inputs is None or inputs.format != "csv" or inputs.columns is None or not inputs.splittable:
+        return False
+    fields, query = cfg.events, cfg.query
+    if query.windows or query.series_start == "first" or fields.duration is not None or fields.point_events:
+        return False
+    names = set(inputs.columns)
+    return all(c in names for c in [fields.start, fields.end, *fields.keys, *query.value_columns])
 
 
 def counted_columns(cfg: RunConfig, names: list[str]) -> set[str]:

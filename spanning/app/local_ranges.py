@@ -41,6 +41,7 @@ from spanning.app.csv_partials import (
     counted_columns,
     first_records_stats,
     range_partials,
+    ranges_hold,
     read_kinds,
     used_columns,
 )
@@ -72,24 +73,16 @@ class RangeOutputs:
 
 
 def reads_in_ranges(cfg: RunConfig, inputs: Inputs) -> bool:
-    """Whether ``cfg`` over ``inputs`` takes this way: splittable CSV files with a header; times from two columns,
-    plain key and value columns; one window spec, windows from each key's earliest event or a fixed time, empty
-    windows skipped; the aggregates count, sum, mean, min and max of numeric columns."""
-    if inputs.format != "csv" or inputs.columns is None or not inputs.splittable:
-        return False
-    fields, query = cfg.events, cfg.query
-    if query.windows or query.series_start == "first" or query.empty_windows != "skip":
-        return False
-    if fields.duration is not None or fields.point_events or fields.end is None:
+    """Whether ``cfg`` over ``inputs`` takes this way: where byte ranges hold (``csv_partials.ranges_hold``), with
+    empty windows skipped and the aggregates count, sum, mean, min and max of numeric columns."""
+    query = cfg.query
+    if not ranges_hold(cfg, inputs) or query.empty_windows != "skip":
         return False
     for spec in query.aggregate_columns.values():
         capabilities = parse_aggregate(spec).capabilities
         if capabilities.sql not in LOWERED or capabilities.per_window:
             return False
-    if not set(query.value_columns) <= set(query.numeric_columns):
-        return False
-    names = set(inputs.columns)
-    return all(c in names for c in [fields.start, fields.end, *fields.keys, *query.value_columns])
+    return set(query.value_columns) <= set(query.numeric_columns)
 
 
 @dataclass(frozen=True)

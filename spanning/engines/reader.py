@@ -269,11 +269,6 @@ def _offsets(text) -> np.ndarray:
     return np.frombuffer(text.buffers()[1], dtype=width)[text.offset : text.offset + len(text) + 1]
 
 
-def _byte_lengths(text) -> np.ndarray:
-    """The bytes of each value of an Arrow string array (of a null: 0), from its offsets, with no kernel."""
-    return np.diff(_offsets(text))
-
-
 def is_text(series) -> bool:
     """Whether a column (pandas, or an Arrow array) holds text (and nulls) rather than typed values."""
     if not isinstance(series, pd.Series) and hasattr(series, "type"):  # an Arrow array
