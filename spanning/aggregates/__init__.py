@@ -58,12 +58,13 @@ from spanning.aggregates.parser import (
     mincount,
     minimum,
     parse_aggregate,
+    seconds_columns,
     stddev,
     stddev_pop,
     sum_of,
 )
 from spanning.aggregates.protocol import Aggregate, UserAggregate
-from spanning.aggregates.traffic import Erlang, Occupancy, seconds_columns
+from spanning.aggregates.traffic import Erlang, Occupancy
 
 __all__ = [
     "Aggregate",

@@ -18,13 +18,13 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from spanning.aggregates.builtins import ArgExtreme, Count, Extreme, ExtremeCount, Mean, StdDev, Sum
 from spanning.aggregates.distinct import FORMS, parse_distinct
 from spanning.aggregates.protocol import Aggregate
 from spanning.aggregates.traffic import ARITY as TRAFFIC_ARITY
-from spanning.aggregates.traffic import TRAFFIC
+from spanning.aggregates.traffic import TRAFFIC, Occupancy
 
 __all__ = [
     "BUILTIN_AGGREGATES",
@@ -37,6 +37,7 @@ __all__ = [
     "mincount",
     "minimum",
     "parse_aggregate",
+    "seconds_columns",
     "stddev",
     "stddev_pop",
     "sum_of",
@@ -136,3 +137,17 @@ def parse_aggregate(spec: str | Aggregate) -> Aggregate:
         allowed = " or ".join(repr(forms[n]) for n in range(low, high + 1))
         raise ValueError(f"bad aggregate {spec!r}: write it as {allowed}")
     return BUILTIN_AGGREGATES[kind](*args)
+
+
+def seconds_columns(aggregates: Mapping[str, str | Aggregate], time_unit: str) -> list[str]:
+    """The output columns every engine divides by ``reader.CHRONONS_PER_SECOND[time_unit]`` as it writes them: the
+    ``occupancy`` ones, reported in seconds, when a chronon is not a second (``aggregates``: output name -> spec).
+
+    >>> seconds_columns({"busy": "occupancy", "erl": "erlang", "n": "count"}, "ms")
+    ['busy']
+    >>> seconds_columns({"busy": "occupancy"}, "s")
+    []
+    """
+    if time_unit == "s":  # a chronon is a second (the other units: reader.CHRONONS_PER_SECOND)
+        return []
+    return [name for name, spec in aggregates.items() if isinstance(parse_aggregate(spec), Occupancy)]

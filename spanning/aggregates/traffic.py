@@ -5,7 +5,7 @@ inside the window, ``|[l, u) ∩ [S, S + ω)|`` (docs/SEMANTICS.md, "Traffic"). 
 intensity as the mean number of busy resources over a period: the occupancy divided by the period, in Erlangs.
 
 * ``occupancy``: Σ over the window's member events of the seconds they spend inside it; 0 over no events. It is
-  summed in chronons (int64, exact) and reported in seconds (``seconds_columns``): the int64 as is with the
+  summed in chronons (int64, exact) and reported in seconds (``parser.seconds_columns``): the int64 as is with the
   default ``time_unit="s"``, divided by 1000 into a float64 with ``"ms"``.
 * ``erlang``: occupancy / ω, a float; 0.0 over no events.
 
@@ -27,7 +27,6 @@ techniques refuse them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,7 @@ from spanning.aggregates.columns import BatchColumns, nullable
 from spanning.aggregates.protocol import Aggregate
 from spanning.kernels.ranges import explode, range_count
 
-__all__ = ["TRAFFIC", "Erlang", "Occupancy", "PeakConcurrent", "ProratedSum", "seconds_columns"]
+__all__ = ["TRAFFIC", "Erlang", "Occupancy", "PeakConcurrent", "ProratedSum"]
 
 
 class _Inside(Aggregate):
@@ -177,21 +176,6 @@ class PeakConcurrent(_Inside):
 
 _NO_PARTS = np.zeros((2, 0), np.int64)
 
-
-def seconds_columns(aggregates: Mapping[str, str | Aggregate], time_unit: str) -> list[str]:
-    """The output columns every engine divides by ``reader.CHRONONS_PER_SECOND[time_unit]`` as it writes them: the
-    ``occupancy`` ones, reported in seconds, when a chronon is not a second (``aggregates``: output name -> spec).
-
-    >>> seconds_columns({"busy": "occupancy", "erl": "erlang", "n": "count"}, "ms")
-    ['busy']
-    >>> seconds_columns({"busy": "occupancy"}, "s")
-    []
-    """
-    if time_unit == "s":  # a chronon is a second (the other units: reader.CHRONONS_PER_SECOND)
-        return []
-    from spanning.aggregates.parser import parse_aggregate  # the parser imports this module
-
-    return [name for name, spec in aggregates.items() if isinstance(parse_aggregate(spec), Occupancy)]
 
 TRAFFIC = {"occupancy": Occupancy, "erlang": Erlang, "prorated_sum": ProratedSum,
            "peak_concurrent": PeakConcurrent}  # fmt: skip
