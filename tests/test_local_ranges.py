@@ -6,9 +6,11 @@ one the oracle tests hold to the definition (tests/test_cli_local.py, tests/test
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -234,3 +236,89 @@ def test_the_command_s_other_options_give_the_whole_file_s_outputs(tmp_path, mon
     _same(ranges, whole)
     assert ranges["summary"]["windows_written"] > 0
     assert ranges["summary"]["late"] > 0 or variant == "milliseconds"  # the calls are milliseconds long there
+
+
+PLAIN_NAMES = ["id", "cell", "start", "end", "bytes", "note"]
+
+
+def _plain_plan(folder: Path, bytes_kind: str) -> csv_partials.CsvPlan:
+    from spanning.engines.parquet_partials import ReadPlan
+
+    read = ReadPlan("start", "end", "s", ["cell"], {"bytes": ("_v0", bytes_kind)}, 10, 5, 0, 3, None,
+                    [("_n", "sum", "one", None), ("_s", "sum", "value", "_v0")])  # fmt: skip
+    return csv_partials.CsvPlan(read, PLAIN_NAMES, ",", ["id", "cell", "start", "end", "bytes"], "number", "UTC",
+                                ["bytes"], str(folder), {"start", "end", "bytes"})  # fmt: skip
+
+
+@st.composite
+def plain_ranges(draw) -> tuple[bytes, int, int]:
+    """A CSV file's bytes, mostly plain integer records, with now and then what pyarrow reads otherwise or names
+    malformed (a sign, a leading zero, 19 and 20 digits, an empty field, text, non-ASCII text and bytes that are no
+    UTF-8, a carriage return,
+    a field more or less, an empty line), and a byte range of it."""
+    odd = ["-0", "-7", "007", "", "x", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
+           "12345678901234567890", "é", "<ff>", "1\r", "-"]  # fmt: skip
+    lines = []
+    for _ in range(draw(st.integers(0, 25))):
+        start = draw(st.integers(0, 400))
+        fields = [str(draw(st.integers(0, 999))), str(draw(st.integers(0, 3))), str(start),
+                  str(start + draw(st.integers(-5, 60))), str(draw(st.integers(-10**6, 10**6))),
+                  draw(st.sampled_from(["a", "", "b c", "17"] * 4 + ["é", "<ff>", "1\r"]))]  # fmt: skip
+        if draw(st.integers(0, 9)) == 0:
+            fields[draw(st.integers(0, 5))] = draw(st.sampled_from(odd))
+        shape = draw(st.sampled_from(["good"] * 20 + ["long", "short", "empty"]))
+        lines.append({"good": fields, "long": [*fields, "1"], "short": fields[:4], "empty": []}[shape])
+    text = "\n".join(",".join(fields) for fields in lines) + ("\n" if draw(st.booleans()) else "")
+    data = (",".join(PLAIN_NAMES) + "\n" + text).encode().replace(b"<ff>", b"\xff")  # no UTF-8: pyarrow refuses it
+    start = draw(st.integers(0, len(data)))
+    return data, start, draw(st.integers(start, len(data)))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(case=plain_ranges(), bytes_kind=st.sampled_from(["integer", "float"]))
+def test_plain_records_read_from_bytes_are_what_pyarrow_reads(tmp_path_factory, case, bytes_kind):
+    """``_plain_range`` types a range of plain records from its bytes; where it takes a range, everything the range's
+    reduction reads equals what the text columns give (``_text_range``): rows, times, values, keys, every column's
+    counts, and the text of every row as the side outputs write it."""
+    data, start, end = case
+    folder = tmp_path_factory.mktemp("plain")
+    path = folder / "calls.csv"
+    path.write_bytes(data)
+    plan = _plain_plan(folder, bytes_kind)
+    plain = csv_partials._plain_range(str(path), start, end, plan)
+    if plain is None:
+        return
+    text = csv_partials._text_range(str(path), start, end, plan)
+    assert plain.rows == text.rows and plain.malformed == text.malformed == []
+    pairs = ((plain.starts, text.starts), (plain.ends, text.ends), (plain.numbers["bytes"], text.numbers["bytes"]))
+    for got, want in pairs:
+        for field in dataclasses.fields(got):
+            got_values, want_values = getattr(got, field.name), getattr(want, field.name)
+            assert got_values.dtype == want_values.dtype and got_values.tolist() == want_values.tolist(), field.name
+    assert plain.keys["cell"].to_pylist() == text.keys["cell"].to_pylist()
+    assert plain.keys["cell"].type == text.keys["cell"].type
+    assert plain.stats == text.stats
+    rows = np.arange(plain.rows)
+    assert {k: v.to_pylist() for k, v in plain.text_rows(rows).items()} == \
+        {k: v.to_pylist() for k, v in text.text_rows(rows).items()}
+
+
+def test_plain_records_are_read_from_their_bytes(tmp_path, monkeypatch):
+    """A range of plain records takes the bytes' way (pyarrow's text reader never runs) and hands on what pyarrow's
+    text columns give, late rows included; one odd record sends the range to pyarrow."""
+    path = tmp_path / "calls.csv"
+    path.write_text(",".join(PLAIN_NAMES) + "\n1,2,10,20,5,a\n2,2,12,30,-5,\n\n3,1,15,16,7,b c\n4,2,1,9,3,\n")
+    outputs = []
+    for way in ("bytes", "pyarrow"):
+        plan = _plain_plan(tmp_path / way, "integer")
+        with monkeypatch.context() as patched:
+            if way == "bytes":
+                patched.setattr(csv_partials, "range_records", lambda *a, **k: pytest.fail("pyarrow read the range"))
+            else:
+                patched.setattr(csv_partials, "_plain_range", lambda *a, **k: None)
+            [(partials, counts)] = csv_partials.range_partials(str(path), 0, path.stat().st_size, plan)
+        outputs.append((partials.to_pylist(), counts, pq.read_table(tmp_path / way / "late").to_pylist()))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][1][2] == len(outputs[0][2]) > 0  # late rows, their text from the bytes
+    path.write_text(",".join(PLAIN_NAMES) + "\n1,2,10,20,5,a\n2,2,12,30,-5\n")
+    assert csv_partials._plain_range(str(path), 0, path.stat().st_size, _plain_plan(tmp_path, "integer")) is None

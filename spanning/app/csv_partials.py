@@ -36,13 +36,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spanning.app.csv_records import MALFORMED, range_records, text_schema
+from spanning.app.csv_records import MALFORMED, range_body, range_records, text_schema
 from spanning.app.files import Inputs
 from spanning.app.jobspec import RunConfig
 from spanning.engines.parquet_partials import (
@@ -103,7 +103,7 @@ class CsvPlan:
     checked_values: list[str]  # the numeric value columns, in the order their reasons are tested
     side: str  # the folder whose late/, rejected/ and kinds/ the tasks write their parts into
     counted: set[str]  # the columns whose forms are all counted (time and aggregated ones); the others' plain
-    # integers only (``text_stats``' plain_only), as ``spark_jobs.prepare`` asks them
+    # integers only (``text_stats``' plain_only), as ``spark_jobs.reading.prepare`` asks them
 
     @property
     def keys(self) -> list[str]:  # what ``parquet_partials.task_batches`` merges by
@@ -155,6 +155,51 @@ def range_partials(path: str, start: int, end: int, plan: CsvPlan) -> Iterator:
     import pyarrow as pa
 
     read = plan.read
+    columns = _plain_range(path, start, end, plan) or _text_range(path, start, end, plan)
+    n, starts, ends, numbers = columns.rows, columns.starts, columns.ends, columns.numbers
+    checks = list(columns.malformed)
+    checks += [(~starts.present, REASONS["start"]), (~ends.present, REASONS["end"]),
+               (starts.fractional | ends.fractional, REASONS["fraction"]),
+               (ends.values < starts.values, REASONS["order"])]  # fmt: skip
+    for name in plan.checked_values:
+        checks += numbers[name].checks(name)
+    shipped = {internal: pa.array(numbers[name].values, mask=~numbers[name].present)
+               for name, (internal, _) in read.values.items()}  # fmt: skip
+    reasons = first_reasons(n, checks) if any(failed.any() for failed, _ in checks) else None
+    accepted = np.ones(n, dtype=bool) if reasons is None else reasons == None  # noqa: E711 - elementwise
+    reduced = reduce_events(columns.keys, starts.values, ends.values, accepted, shipped, read)
+    piece = piece_name(path, f"{start:013d}")
+    if len(reduced.late):  # as read: text, typed by the job once the kinds are known
+        write_side_part(pa.table({**columns.text_rows(reduced.late),
+                                  WINDOWS_MISSED: pa.array(reduced.missed, pa.int64())}),
+                        os.path.join(plan.side, "late"), piece)  # fmt: skip
+    if reasons is not None:
+        write_side_part(pa.table({**columns.text_rows(np.flatnonzero(~accepted)),
+                                  REASON: pa.array(reasons[~accepted].tolist(), pa.string())}),
+                        os.path.join(plan.side, "rejected"), piece)  # fmt: skip
+    _write_kinds(columns.stats, os.path.join(plan.side, KINDS), piece)
+    yield reduced.partials, reduced.counts
+
+
+@dataclass
+class _RangeColumns:
+    """A byte range's records as ``range_partials`` reduces them: typed columns, counts, and their text on demand."""
+
+    rows: int
+    starts: Times
+    ends: Times
+    numbers: dict[str, Numbers]  # the value columns, by their names in the file
+    keys: dict  # the key columns as Arrow arrays
+    stats: dict[str, ColumnStats]  # every column's counts of the grammar's forms (``text_stats``)
+    malformed: list  # (which rows, their reasons) of records that are no rows of the header's fields
+    text_rows: Callable[[np.ndarray], dict]  # rows (positions) -> every column's text, as pyarrow reads it
+
+
+def _text_range(path: str, start: int, end: int, plan: CsvPlan) -> _RangeColumns:
+    """A range read by pyarrow as text columns (``range_records``), then typed by the reader contract's functions."""
+    import pyarrow as pa
+
+    read = plan.read
     table = pa.Table.from_batches(range_records(path, start, end, plan.delimiter, plan.names).batches,
                                   schema=text_schema(plan.names))  # fmt: skip
     n = table.num_rows
@@ -162,37 +207,64 @@ def range_partials(path: str, start: int, end: int, plan: CsvPlan) -> Iterator:
     integers = {name: plain_integer_values(column) for name, column in text.items()}  # one pass over each column
     stats = {name: text_stats(column, plain_only=name not in plan.counted, plain=integers[name][1])
              for name, column in text.items()}  # fmt: skip
-    starts = range_times(text[read.start], plan, integers[read.start])
-    ends = range_times(text[read.end], plan, integers[read.end])
     malformed = table.column(MALFORMED).combine_chunks()
     checks = [] if malformed.null_count == n else [(malformed.is_valid().to_numpy(zero_copy_only=False),
                                                      np.asarray(malformed.to_pylist(), dtype=object))]  # fmt: skip
-    checks += [(~starts.present, REASONS["start"]), (~ends.present, REASONS["end"]),
-               (starts.fractional | ends.fractional, REASONS["fraction"]),
-               (ends.values < starts.values, REASONS["order"])]  # fmt: skip
     numbers = {name: _numbers(text[name], kind, _all_plain(text[name], integers[name]))
                for name, (_, kind) in read.values.items()}  # fmt: skip
-    for name in plan.checked_values:
-        checks += numbers[name].checks(name)
-    shipped = {internal: pa.array(numbers[name].values, mask=~numbers[name].present)
-               for name, (internal, _) in read.values.items()}  # fmt: skip
-    reasons = first_reasons(n, checks) if any(failed.any() for failed, _ in checks) else None
-    accepted = np.ones(n, dtype=bool) if reasons is None else reasons == None  # noqa: E711 - elementwise
     keys = {k: _integer_array(text[k], integers[k]) if k in plan.integer_columns else text[k] for k in read.keys}
-    reduced = reduce_events(keys, starts.values, ends.values, accepted, shipped, read)
-    piece = piece_name(path, f"{start:013d}")
-    if len(reduced.late):  # as read: text, typed by the job once the kinds are known
-        rows = pa.array(reduced.late)
-        write_side_part(pa.table({**{k: c.take(rows) for k, c in text.items()},
-                                  WINDOWS_MISSED: pa.array(reduced.missed, pa.int64())}),
-                        os.path.join(plan.side, "late"), piece)  # fmt: skip
-    if reasons is not None:
-        rows = pa.array(np.flatnonzero(~accepted))
-        write_side_part(pa.table({**{k: c.take(rows) for k, c in text.items()},
-                                  REASON: pa.array(reasons[~accepted].tolist(), pa.string())}),
-                        os.path.join(plan.side, "rejected"), piece)  # fmt: skip
-    _write_kinds(stats, os.path.join(plan.side, KINDS), piece)
-    yield reduced.partials, reduced.counts
+
+    def text_rows(rows: np.ndarray) -> dict:
+        taken = pa.array(rows)
+        return {name: column.take(taken) for name, column in text.items()}
+
+    return _RangeColumns(n, range_times(text[read.start], plan, integers[read.start]),
+                         range_times(text[read.end], plan, integers[read.end]), numbers, keys, stats, checks,
+                         text_rows)  # fmt: skip
+
+
+def _plain_range(path: str, start: int, end: int, plan: CsvPlan) -> _RangeColumns | None:
+    """A range of plain records typed straight from its bytes (``compiled.plain_records``): every record of the
+    header's field count, the time, key and value columns plain integers, the text ASCII. None where the plan or a
+    record is not so: then pyarrow reads it (``_text_range``), which gives the same rows, and names the malformed.
+    Measured 2026-11-29 on a 64 MB range of CDRs: 0.14 s of CPU, against 0.33 s for pyarrow's text columns and
+    ``plain_integer_values`` of each."""
+    import pyarrow as pa
+
+    from spanning.kernels.compiled import plain_records
+
+    read = plan.read
+    wanted = list(dict.fromkeys([read.start, read.end, *read.keys, *read.values]))
+    if (plan.time_kind != "number" or not set(read.keys) <= set(plan.integer_columns)
+            or not plan.counted <= set(wanted) or len(plan.delimiter.encode()) != 1):  # fmt: skip
+        return None
+    _, body = range_body(path, start, end)
+    slots = np.array([wanted.index(name) if name in wanted else -1 for name in plan.names], np.int64)
+    plain, values, line_starts, present, plain_counts = plain_records(np.frombuffer(body, np.uint8),
+                                                                      ord(plan.delimiter), slots, len(wanted))
+    if not plain:
+        return None
+    n = values.shape[1]
+    column = dict(zip(wanted, values, strict=True))
+    every, none = np.ones(n, bool), np.zeros(n, bool)
+    stats = {name: ColumnStats(present=n, integer=n, number=n, date_time=0, plain_integer=n) if name in plan.counted
+             else ColumnStats(present=int(present[i]), plain_integer=int(plain_counts[i]))
+             for i, name in enumerate(plan.names)}  # fmt: skip
+    numbers = {name: Numbers(column[name] if kind == "integer" else column[name].astype(np.float64), every, none,
+                             none, none) for name, (_, kind) in read.values.items()}  # fmt: skip
+
+    def text_rows(rows: np.ndarray) -> dict:
+        fields = [_fields(body, int(line_starts[r]), plan.delimiter) for r in rows]
+        return {name: pa.array([f[i] for f in fields], pa.string()) for i, name in enumerate(plan.names)}
+
+    return _RangeColumns(n, Times(column[read.start], every, none), Times(column[read.end], every, none), numbers,
+                         {k: pa.array(column[k]) for k in read.keys}, stats, [], text_rows)  # fmt: skip
+
+
+def _fields(body: bytes, at: int, delimiter: str) -> list[str | None]:
+    """The fields of the record at byte ``at`` of ``body`` (no quote in it), as pyarrow's text: null where empty."""
+    line_end = body.find(b"\n", at)
+    return [field or None for field in body[at : len(body) if line_end < 0 else line_end].decode().split(delimiter)]
 
 
 def range_times(text, plan: CsvPlan, integers: tuple[np.ndarray, np.ndarray] | None = None) -> Times:

@@ -31,8 +31,8 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-__all__ = ["MALFORMED", "RecordRange", "UnterminatedQuote", "ambiguous_bytes", "csv_batches", "range_records",
-           "read_csv_records", "text_schema", "unterminated_quote"]
+__all__ = ["MALFORMED", "RecordRange", "UnterminatedQuote", "ambiguous_bytes", "csv_batches", "range_body",
+           "range_records", "read_csv_records", "text_schema", "unterminated_quote"]
 
 MALFORMED = "_malformed"  # why a CSV record is not a row of the header's fields (null for a good record)
 _BLOCK = 1 << 24  # bytes parsed at a time: the batches a Spark task hands on
@@ -216,18 +216,7 @@ def range_records(path: str, start: int, end: int, delimiter: str, names: list[s
     [{'id': ['1'], 'start': ['10'], '_malformed': [None]}, \
 {'id': ['3', '2'], 'start': ['30', '20'], '_malformed': [None, 'line 3 has 3 fields, the header 2']}]
     """
-    with open(path, "rb") as handle:
-        if start == 0:
-            begin = len(handle.readline())  # the header's line
-        else:
-            handle.seek(start - 1)
-            begin = start - 1 + len(handle.readline())  # the first record that starts at or after ``start``
-        body = b""
-        if begin < end:
-            handle.seek(begin)
-            body = handle.read(end - begin)
-            if body and not body.endswith(b"\n"):
-                body += handle.readline()  # the last record started in the range: all of it
+    begin, body = range_body(path, start, end)
     width = len(names)
     include = None if columns is None else [names.index(c) for c in columns]
     schema = text_schema(names if columns is None else columns)
@@ -243,6 +232,24 @@ def range_records(path: str, start: int, end: int, delimiter: str, names: list[s
             malformed = [(line, [values[i] for i in include], reason) for line, values, reason in malformed]
         batches.append(_malformed_batch(malformed, schema))
     return RecordRange(batches, sum(b.num_rows for b in batches))
+
+
+def range_body(path: str, start: int, end: int) -> tuple[int, bytes]:
+    """The bytes of the records of a CSV file that start at a byte in ``[start, end)`` (``range_records``'), and the
+    offset of the first: whole lines, the header's excluded, the last one read past ``end`` to its line feed."""
+    with open(path, "rb") as handle:
+        if start == 0:
+            begin = len(handle.readline())  # the header's line
+        else:
+            handle.seek(start - 1)
+            begin = start - 1 + len(handle.readline())  # the first record that starts at or after ``start``
+        body = b""
+        if begin < end:
+            handle.seek(begin)
+            body = handle.read(end - begin)
+            if body and not body.endswith(b"\n"):
+                body += handle.readline()  # the last record started in the range: all of it
+    return begin, body
 
 
 def _records_before(path: str, offset: int) -> int:

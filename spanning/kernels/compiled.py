@@ -21,6 +21,8 @@ here reduce such runs into one value per window, each in one pass with no tempor
   into arrays that numpy allocated (huge pages: half the time on millions of windows);
 * ``dense_codes`` and ``first_rows``: integer keys as codes without hashing, and each code's first row;
   ``appearance_codes``: both at once, codes in order of first appearance (``spanning.aggregate``'s key codes);
+* ``plain_integers`` and ``plain_records``: the reader's plain integers from Arrow text, or from CSV bytes straight
+  (``spanning.app.csv_partials``: a byte range of plain records, typed without pyarrow's text columns);
 * ``text_neighbours_differ``: neighbouring text keys of an object column compared by their bytes in memory
   (``text_layout``), for the key runs of ``spanning.aggregate``.
 
@@ -65,7 +67,7 @@ except ImportError as missing:  # pragma: no cover - the package requires it; a 
 
 __all__ = [
     "CACHED", "appearance_codes", "chunk_runs", "chunk_runs_into", "dense_codes", "event_ends_into", "event_runs",
-    "first_rows", "plain_integers",
+    "first_rows", "plain_integers", "plain_records",
     "key_extremes", "run_cells", "run_counts", "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int",
     "run_extremes_into", "run_sums_into", "run_windows", "text_layout", "text_neighbours_differ",
     "warm_up", "warm_up_shipped", "window_labels",
@@ -303,7 +305,7 @@ def run_cells(codes, first, last, n_keys, dense_limit):
 
 @_compile
 def event_runs(start, end, accepted, slide, offset, range_, ttp, series, has_series):
-    """Each event's run of windows [a, b] when it arrives at its own end (``spark_jobs.plans.window_runs``), for
+    """Each event's run of windows [a, b] when it arrives at its own end (``spark_jobs.batch.plans.window_runs``), for
     events in end order within their key, and whether it is late: ``(a, b, late)``. ``accepted`` has the rows
     that pass the reader contract; end < start fails it here. A row with end = start is the point [l, l + 1).
 
@@ -631,6 +633,33 @@ def event_ends_into(starts, ends, out):
 _INT64_DIGITS = np.frombuffer(b"9223372036854775808", np.uint8)  # |INT64_MIN|: the 19-digit plain integers' bound
 
 
+@numba.njit(inline="always", cache=CACHED, nogil=True, error_model="numpy")
+def _plain_integer(data, a, b):
+    """The bytes ``data[a:b]`` as a plain integer within 64 bits (the reader's ``plain_integer`` pattern
+    ``-?(0|[1-9][0-9]{0,18})`` and range): (whether they are one, its value or 0)."""
+    negative = a < b and data[a] == 45  # "-"
+    if negative:
+        a += 1
+    length = b - a
+    if length == 0 or length > 19 or (data[a] == 48 and length > 1):  # empty, too long, a leading zero
+        return False, np.int64(0)
+    total = np.uint64(0)
+    bad = False
+    for j in range(a, b):  # no branch per digit: a byte that is no digit wraps above 9
+        d = np.uint64(data[j]) - np.uint64(48)
+        bad |= d > np.uint64(9)
+        total = total * np.uint64(10) + d
+    if bad:
+        return False, np.int64(0)
+    if length == 19:  # 64 bits end at 9223372036854775808 (a negative value's): compared digit by digit
+        k = 0
+        while k < 19 and data[a + k] == _INT64_DIGITS[k]:
+            k += 1
+        if (k < 19 and data[a + k] > _INT64_DIGITS[k]) or (k == 19 and not negative):
+            return False, np.int64(0)
+    return True, -np.int64(total) if negative else np.int64(total)  # wraps to INT64_MIN for its own digits
+
+
 @_compile
 def plain_integers(offsets, data, valid):
     """Each value of an Arrow string array (its ``offsets`` into the bytes ``data``; ``valid``: not null) read as a
@@ -639,34 +668,79 @@ def plain_integers(offsets, data, valid):
     n = len(offsets) - 1
     values = np.zeros(n, np.int64)
     plain = np.zeros(n, np.bool_)
-    ten, zero, nine = np.uint64(10), np.uint64(48), np.uint64(9)
     for i in range(n):
-        if not valid[i]:
-            continue
-        a, b = np.int64(offsets[i]), np.int64(offsets[i + 1])
-        negative = a < b and data[a] == 45  # "-"
-        if negative:
-            a += 1
-        length = b - a
-        if length == 0 or length > 19 or (data[a] == 48 and length > 1):  # empty, too long, a leading zero
-            continue
-        total = np.uint64(0)
-        bad = False
-        for j in range(a, b):  # no branch per digit: a byte that is no digit wraps above 9
-            d = np.uint64(data[j]) - zero
-            bad |= d > nine
-            total = total * ten + d
-        if bad:
-            continue
-        if length == 19:  # 64 bits end at 9223372036854775808 (a negative value's): compared digit by digit
-            k = 0
-            while k < 19 and data[a + k] == _INT64_DIGITS[k]:
-                k += 1
-            if (k < 19 and data[a + k] > _INT64_DIGITS[k]) or (k == 19 and not negative):
-                continue
-        values[i] = -np.int64(total) if negative else np.int64(total)  # wraps to INT64_MIN for its own digits
-        plain[i] = True
+        if valid[i]:
+            plain[i], values[i] = _plain_integer(data, np.int64(offsets[i]), np.int64(offsets[i + 1]))
     return values, plain
+
+
+@_compile
+def plain_records(data, delimiter, slots, wanted):
+    """CSV records of plain integers read straight from their bytes ``data`` (whole lines, no quote character), when
+    the pyarrow text reader would give the same records: each line of ``len(slots)`` fields split at ``delimiter``,
+    empty lines skipped (as pyarrow skips them), every field whose ``slots[f] >= 0`` a plain integer
+    (``plain_integers``' pattern), no byte past ASCII (pyarrow checks UTF-8) and no carriage return.
+
+    Returns (whether they are, the ``wanted`` columns' values ``[slot, record]``, each record's first byte, per
+    field the records where it is present (not empty: pyarrow's null) and where a plain integer). Where they are
+    not, the caller reads the bytes with pyarrow, which names each malformed record."""
+    width, n = len(slots), len(data)
+    lines = 1
+    for i in range(n):
+        lines += data[i] == 10
+    values = np.empty((wanted, lines), np.int64)
+    line_starts = np.empty(lines, np.int64)
+    present = np.zeros(width, np.int64)
+    plain = np.zeros(width, np.int64)
+    row, i = 0, 0
+    while i < n:
+        if data[i] == 10:  # an empty line
+            i += 1
+            continue
+        line_starts[row] = i
+        field = 0
+        while True:  # a field: its digits summed as they are passed (a byte that is no digit wraps above 9)
+            a = i
+            total = np.uint64(0)
+            bad = False
+            while i < n:
+                c = data[i]
+                if c == delimiter or c == 10:
+                    break
+                d = np.uint64(c) - np.uint64(48)
+                bad |= d > np.uint64(9)
+                total = total * np.uint64(10) + d
+                i += 1
+            if field == width:  # more fields than the header
+                return False, values[:, :0], line_starts[:0], present, plain
+            if bad:  # no digits alone: a sign, or text (which must be ASCII, with no carriage return)
+                for j in range(a, i):
+                    if data[j] > 127 or data[j] == 13:
+                        return False, values[:, :0], line_starts[:0], present, plain
+                is_plain, value = _plain_integer(data, a, i) if data[a] == 45 else (False, np.int64(0))
+            else:
+                length = i - a
+                is_plain = 0 < length < 19 and (data[a] != 48 or length == 1)  # no leading zero
+                value = np.int64(total)
+                if length == 19:
+                    is_plain, value = _plain_integer(data, a, i)
+            present[field] += i > a
+            plain[field] += is_plain
+            slot = slots[field]
+            if slot >= 0:
+                if not is_plain:
+                    return False, values[:, :0], line_starts[:0], present, plain
+                values[slot, row] = value
+            field += 1
+            if i < n and data[i] == delimiter:
+                i += 1
+                continue
+            break
+        if field != width:
+            return False, values[:, :0], line_starts[:0], present, plain
+        row += 1
+        i += 1  # past the line feed
+    return True, values[:, :row], line_starts[:row], present, plain
 
 # ------------------------------------------------------------------------------------------------------------------
 
@@ -734,6 +808,7 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
                               lambda: run_extremes_into(ints, ints, floats, True, floats.copy())],
         "first_rows": [lambda: first_rows(ints, 1)],
         "plain_integers": [lambda: plain_integers(*_text_buffers())],
+        "plain_records": [lambda: plain_records(np.frombuffer(b"7\n", np.uint8), 44, ints, 1)],
         "text_neighbours_differ": [lambda: text_neighbours_differ(ints, 0, 0)],
     }  # fmt: skip
 
@@ -745,7 +820,8 @@ COMPILE_SECONDS = {"run_cells": 6.8, "run_extremes": 6.3, "dense_codes": 2.8, "r
                    "key_extremes": 0.3, "run_windows": 0.3, "first_rows": 0.2,
                    "text_neighbours_differ": 0.7, "appearance_codes": 0.9,
                    "chunk_runs_into": 1.2, "window_labels": 0.3, "run_sums_into": 0.6,
-                   "run_extremes_into": 1.5, "event_ends_into": 0.3, "plain_integers": 0.5}  # fmt: skip
+                   "run_extremes_into": 1.5, "event_ends_into": 0.3, "plain_integers": 0.5,
+                   "plain_records": 0.5}  # fmt: skip
 
 
 def warm_up_shares(parts: int) -> list[list[str]]:
