@@ -20,7 +20,7 @@ cells); or the generator's text-keyed CDRs (``--data text``). The first round's 
 row; ratio = script s / spanning run s, the median over the pairs. ω/β: 15m/5m, 15m/1m and 1h/1m (``--shapes``),
 count + sum:bytes + max:duration, δ longer than any call.
 
-Without ``--processes``: one Spark session, the job (``spark_jobs.run.compute``) and the SQL interleaved.
+Without ``--processes``: one Spark session, the job (``spark_jobs.batch.compute.compute``) and the SQL interleaved.
 """
 
 from __future__ import annotations
@@ -113,21 +113,22 @@ def process_env(archive: bool, stream: bool = False) -> dict:
     and the same driver heap for both (the one ``spanning`` gives itself, ``session.driver_memory``). With the
     archive, ``PYSPARK_SUBMIT_ARGS`` carries the driver's options, which ``spanning`` then leaves as given: for
     ``stream`` sides they also carry the collector that ``spanning stream`` takes (``session.compiler_options``)."""
-    from spark_jobs.session import driver_memory
+    from spark_jobs.sessions.session import driver_memory
 
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     memory = driver_memory()
     if memory:
         env["SPARK_DRIVER_MEMORY"] = memory
     if archive:
-        from spark_jobs.class_archive import driver_options
-        from spark_jobs.session import check_java, submit_args
+        from spark_jobs.sessions.class_archive import driver_options
+        from spark_jobs.sessions.session import check_java, submit_args
 
         options = driver_options(check_java())
         if not options:
-            raise SystemExit("--archive on: no class archive (python -m spark_jobs.class_archive builds it)")
+            raise SystemExit("--archive on: no class archive"
+                             " (python -m spark_jobs.sessions.build_class_archive builds it)")
         if stream:
-            from spark_jobs.session import compiler_options, spark_defaults
+            from spark_jobs.sessions.session import compiler_options, spark_defaults
 
             options += compiler_options(check_java(), False, True, env, spark_defaults())
         env["PYSPARK_SUBMIT_ARGS"] = submit_args(options)  # the script's JVM maps it as spanning run's does

@@ -105,7 +105,7 @@ def _config(folder: Path, output: Path, aggregates: list[str], partitions: int |
 
 def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None, keyed: bool = True) -> dict:
     from spanning.app.stream_command import StreamOptions
-    from spark_jobs.stream import run_stream
+    from spark_jobs.command import run_stream
 
     cfg = _config(folder, work / "out", AGGREGATES, partitions, keyed)
     options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True)
@@ -295,7 +295,7 @@ def main() -> int:
                   f"{os.cpu_count()} cores; ratio = hand-written s / ours s")  # fmt: skip
             processes(work / "in", work, shapes, args.rounds, args.archive == "on", keyed, args.floor)
             return 0
-        from spark_jobs.session import get_session
+        from spark_jobs.sessions.session import get_session
 
         get_session("local[2]", throughput_gc=True)  # the JVM that spanning stream starts
         ours, peers = [], []

@@ -24,7 +24,7 @@ import argparse
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES  # spanning's session's, not SQL's
+from spark_jobs.sessions.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES  # spanning's session's, not SQL's
 
 # the ways a user writes distinct subscribers (and their p95 duration) per window, named by their functions
 DISTINCT_FORMS = {

@@ -52,7 +52,13 @@ def main() -> None:
     parser.add_argument("--ttp", type=int, required=True)
     parser.add_argument("--no-key", action="store_true", help="windows over all calls, not per cell")
     args = parser.parse_args()
-    from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES, check_java, compiler_options, spark_defaults
+    from spark_jobs.sessions.session import (
+        LOCAL_DIRECT_RESULTS,
+        RAW_LOCAL_FILES,
+        check_java,
+        compiler_options,
+        spark_defaults,
+    )
 
     builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
     # as spanning stream's session: local files without checksum files, direct task results, the throughput collector

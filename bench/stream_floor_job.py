@@ -4,7 +4,7 @@
 
 Each file that lands in ``FOLDER`` (one per trigger, available-now) is read and validated as ``spanning stream``
 reads it (the reader contract: parsed times, checked values, rejected rows with their reasons), on the session
-``spanning stream`` makes (``spark_jobs.session.get_session``, one state partition per core), into a
+``spanning stream`` makes (``spark_jobs.sessions.session.get_session``, one state partition per core), into a
 ``foreachBatch`` that only counts the rows, accepted and rejected, and takes their largest end. No windows, no
 state, no output beyond ``WORK/floor.json`` (rows, rejected rows, each trigger's seconds). What a stream does
 above this is its own work. ``bench/bench_stream.py --floor`` runs it in its session (``floor_query``), and, with
@@ -44,8 +44,8 @@ def floor_query(spark, folder: Path, work: Path, keyed: bool = True) -> dict:
     from pyspark.sql import functions as F
 
     from spanning.app.stream_command import StreamOptions
-    from spark_jobs.prepare import END, REASON
-    from spark_jobs.stream import streaming_rows
+    from spark_jobs.reading.prepare import END, REASON
+    from spark_jobs.stream.query import streaming_rows
 
     cfg = stream_config(folder, work / "out", ["count"], keyed=keyed)
     job = streaming_rows(spark, cfg, StreamOptions(str(work / "chk"), max_files_per_trigger=1))
@@ -65,7 +65,7 @@ def floor_query(spark, folder: Path, work: Path, keyed: bool = True) -> dict:
 
 
 def main() -> None:
-    from spark_jobs.session import get_session
+    from spark_jobs.sessions.session import get_session
 
     parser = argparse.ArgumentParser()
     parser.add_argument("folder")

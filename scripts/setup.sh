@@ -50,9 +50,9 @@ say "the compiled kernel (numba: about 30 s the first time, nothing to do when c
 say "the kernel as executors run it from the shipped engine (the same, once more when not cached)"
 SPANNING_KERNEL_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/spanning/kernel" \
     .venv/bin/python -c "from spanning.kernels.compiled import warm_up_shipped; warm_up_shipped()"
-# Spark's classes for the driver's JVM, archived once (spark_jobs.class_archive): seconds off every job's start.
+# Spark's classes for the driver's JVM, archived once (spark_jobs/sessions/): seconds off every job's start.
 # About a minute the first time, 0.2 s when in place; a failure costs speed only, so it does not stop the setup.
 say "the Spark class archive (written once per checkout, about a minute; nothing to do when in place)"
-.venv/bin/python -m spark_jobs.class_archive --quiet \
-    || echo "warning: no Spark class archive: jobs start as usual (python -m spark_jobs.class_archive to retry)" >&2
+.venv/bin/python -m spark_jobs.sessions.build_class_archive --quiet \
+    || echo "warning: no Spark class archive: jobs start as usual (python -m spark_jobs.sessions.build_class_archive to retry)" >&2
 say "ready"

@@ -14,20 +14,17 @@ settings when a query starts).
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spanning.app.files import check_plain_names, input_files
+from spanning.app.files import check_plain_names
 from spanning.app.jobspec import (
     EventFields,
     InputFiles,
@@ -42,15 +39,13 @@ from spanning.app.jobspec import (
 )
 from spanning.app.stream_command import StreamOptions, stream_output
 from spanning.engines.params import Execution
-from spark_jobs.prepare import REASON, KindCounts, parquet_footer_schema, quoted
-from spark_jobs.run import Computed, compute
-from spark_jobs.session import ship_engine
+from spark_jobs.batch.compute import Computed, computed
+from spark_jobs.reading.prepare import REASON, KindCounts, quoted
+from spark_jobs.sessions.session import ANSI, ZONE, job_settings, ship_engine
 
 __all__ = ["BatchResult", "StreamResult", "aggregate"]
 
 DATAFRAME_INPUT = "<DataFrame>"  # the inputs of a RunConfig made for a DataFrame: no file is read by name
-ZONE, ANSI = "spark.sql.session.timeZone", "spark.sql.ansi.enabled"
-PARQUET_FORMAT = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
 log = logging.getLogger("spanning")
 
 
@@ -197,76 +192,6 @@ def _aggregate_specs(aggregates: Mapping[str, str] | Sequence[str] | None) -> tu
     if len(set(names)) != len(names) or len(renames) != len(specs):
         raise UsageError("two aggregates have the same output name, or the same form twice: give each its own")
     return specs, renames
-
-
-_settings_lock = threading.RLock()  # two calls in threads of one process: one changes settings at a time
-
-
-@contextlib.contextmanager
-def job_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
-    """``settings`` in the session while the block builds (analyses) the job's DataFrames or starts its query, then
-    the session's own values again: Spark fixes ANSI mode and the time zone in an analysed plan, and a query
-    copies the session's settings when it starts. (A query of another thread that is analysed during the block
-    sees them too: the session's settings are the session's, not a thread's.)"""
-    conf = spark.conf
-    with _settings_lock:
-        before = {name: conf.get(name, None) for name in settings}
-        try:
-            for name, value in settings.items():
-                conf.set(name, value)
-            yield
-        finally:
-            for name, value in before.items():
-                if value is None:
-                    conf.unset(name)
-                else:
-                    conf.set(name, value)
-
-
-def plain_parquet_files(df: DataFrame) -> Any:
-    """The local Parquet files that ``df`` is a plain read of (``spark.read.parquet(...)``, no projection, filter,
-    partition column or other schema), checked as ``spanning run`` checks its inputs; else None.
-
-    The vector plan's tasks then read those files' row groups themselves (``plans.read_plan``), as they do for
-    ``spanning run`` on the same files: no row enters the JVM. Read from the analysed plan through Py4J.
-    """
-    try:
-        plan = df._jdf.queryExecution().analyzed()
-        if plan.getClass().getSimpleName() != "LogicalRelation":
-            return None
-        relation = plan.relation()
-        if relation.getClass().getSimpleName() != "HadoopFsRelation" or (
-                relation.fileFormat().getClass().getName() != PARQUET_FORMAT):  # not a subclass (Delta's, say)
-            return None
-        if relation.partitionSchema().length() != 0:
-            return None
-        uris = list(df.inputFiles())
-    except Exception:  # noqa: BLE001 - another kind of plan, or a Spark without these classes: the general path
-        return None
-    if not uris or any(urlparse(uri).scheme not in ("", "file") for uri in uris):
-        return None
-    try:
-        inputs = input_files([unquote(urlparse(uri).path) for uri in uris], "parquet", warn=False)
-    except UsageError:  # an empty file, say: the general path reads what Spark reads
-        return None
-    footer = parquet_footer_schema(inputs)
-    if footer is None or [(f.name, f.dataType) for f in footer] != [(f.name, f.dataType) for f in df.schema]:
-        return None  # a schema of the caller's that reads the files otherwise than their footers say
-    return inputs
-
-
-def computed(spark: SparkSession, df: DataFrame, cfg: RunConfig, inputs: Any = None,
-             workers_warming: bool = False, side_outputs: bool = False, csv_stats: Any = None) -> Computed:
-    """The batch job of ``cfg`` over ``df`` (``run.compute``) under the job's settings, the engine shipped.
-    ``inputs``: the files ``df`` reads, where the caller knows them (``spanning run``); else found from ``df``.
-    ``workers_warming``: the caller has started the Python workers' warm-up (``run.warm_vector_workers``).
-    ``side_outputs``: the caller writes the outputs windows first; ``csv_stats``: known CSV counts (``run.compute``)."""
-    ship_engine(spark)
-    with job_settings(spark, {ZONE: cfg.events.timezone, ANSI: "false"}):
-        if inputs is None:
-            inputs = plain_parquet_files(df)
-        return compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs,
-                       csv_stats=csv_stats)
 
 
 class BatchResult:
@@ -424,7 +349,7 @@ class StreamResult:
                              parse_duration(max_disorder, unit), buckets, drain)  # fmt: skip
 
     def _batch_writer(self, job: Any, output: Path | None, sink: Callable | None = None) -> Any:
-        from spark_jobs.stream import BatchWriter
+        from spark_jobs.stream.writer import BatchWriter  # a batch DataFrame loads no module of the stream
 
         return BatchWriter(job, output, lambda line: log.info("%s", line), sink)
 
@@ -439,15 +364,10 @@ class StreamResult:
 
     def _start(self, options: StreamOptions, partitions: int | None, make_writer: Callable[[Any], Any]) -> Any:
         """Build the stream's query over the DataFrame and start it, under the job's settings."""
-        from spark_jobs.stream import (
-            batch_function,
-            check_checkpoint,
-            job_record,
-            saved_kinds,
-            start_query,
-            stateful_rows,
-        )
-        from spark_jobs.stream_buckets import warm_up_in_background
+        # a batch DataFrame loads no module of the stream (17 ms of spark_jobs.api's import)
+        from spark_jobs.stream.buckets import warm_up_in_background
+        from spark_jobs.stream.query import check_checkpoint, job_record, saved_kinds, start_query, stateful_rows
+        from spark_jobs.stream.writer import batch_function
 
         spark, cfg = self._spark, self._cfg
         ship_engine(spark)

@@ -23,9 +23,9 @@ from pyspark.sql import functions as F
 
 from spanning.app.cdr import generate_cdr
 from spanning.app.jobspec import EventFields, InputFiles, RunConfig, SparkOptions, WindowQuery
-from spark_jobs.prepare import END, START
-from spark_jobs.run import compute, release
-from spark_jobs.session import get_session
+from spark_jobs.batch.compute import compute, release
+from spark_jobs.reading.prepare import END, START
+from spark_jobs.sessions.session import get_session
 
 AGGS = ["count", "sum:bytes", "max:duration"]
 SHAPES = [(900, 300), (900, 60), (3600, 60)]  # ω / β: about 3.5, 16 and 60 windows per call

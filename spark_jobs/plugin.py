@@ -14,15 +14,15 @@ import numpy as np
 from spanning.app.jobspec import RunConfig
 from spark_jobs import peers
 from spark_jobs.api import BatchResult, StreamResult, aggregate
-from spark_jobs.prepare import END, START, events, load
-from spark_jobs.run import run_spark
-from spark_jobs.session import get_session
+from spark_jobs.command import run_spark, run_stream
+from spark_jobs.reading.prepare import END, START, events, load
+from spark_jobs.sessions.session import get_session
 
 __all__ = ["BatchResult", "StreamResult", "aggregate", "event_times", "peers", "run"]
 
 
 def run(cfg: RunConfig, verbose: bool = False) -> dict:
-    """``spanning run --engine spark``: the job's summary (``spark_jobs.run.run_spark``)."""
+    """``spanning run --engine spark``: the job's summary (``spark_jobs.command.run_spark``)."""
     return run_spark(cfg, verbose)
 
 
@@ -35,7 +35,5 @@ def event_times(cfg: RunConfig, limit: int, verbose: bool = False) -> tuple[np.n
 
 
 def stream(cfg: RunConfig, options: Any, verbose: bool = False) -> dict:
-    """``spanning stream``: runs until its trigger ends it or Ctrl-C (``spark_jobs.stream.run_stream``)."""
-    from spark_jobs.stream import run_stream
-
+    """``spanning stream``: runs until its trigger ends it or Ctrl-C (``spark_jobs.command.run_stream``)."""
     return run_stream(cfg, options, verbose)

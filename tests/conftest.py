@@ -85,7 +85,7 @@ def temp_folder_of_the_run(tmp_path_factory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def spark():
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from spark_jobs.session import get_session
+    from spark_jobs.sessions.session import get_session
 
     session = get_session("local[2]")
     yield session

@@ -18,7 +18,7 @@ import threading
 import pytest
 
 from spanning.app.jobspec import UsageError
-from spark_jobs.errors import QUERY_CONTEXT_LOGGERS, query_context_log_muted
+from spark_jobs.sessions.errors import QUERY_CONTEXT_LOGGERS, query_context_log_muted
 
 COLUMNS = "call_id, cell, start, end, bytes"
 QUERY = {"range": 900, "slide": 300, "key": "cell", "aggregates": ["count"]}
@@ -73,8 +73,8 @@ def user_logging(capfd):
     """A user's logging configuration: a handler on the root logger, and PySpark's query-context loggers made as
     PySpark makes them, at INFO, propagating, with a console handler and a handler of the user's. Taken away after.
 
-    The test run's session comes from ``spark_jobs.session.get_session``, which sets those loggers (plain ones) to
-    CRITICAL for the command: they are set aside for the test, so that PySpark logs here as in a user's process."""
+    The test run's session comes from ``spark_jobs.sessions.session.get_session``, which sets those loggers (plain ones)
+    to CRITICAL for the command: they are set aside for the test, so that PySpark logs here as in a user's process."""
     from pyspark.logger import PySparkLogger
 
     registry = logging.Logger.manager.loggerDict

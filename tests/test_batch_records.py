@@ -1,4 +1,4 @@
-"""The stream's batch records (``spark_jobs.batch_records``): bounded however long a stream runs, and the totals,
+"""The stream's batch records (``spark_jobs.stream.batch_records``): bounded however long a stream runs, and the totals,
 the watermark's end and the state versions those of every record ever written (the last of a batch run again)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.batch_records import COUNTED, TOTALS_FILE, BatchRecords
-from spark_jobs.bucket_store import Version
+from spark_jobs.stream.batch_records import COUNTED, TOTALS_FILE, BatchRecords
+from spark_jobs.stream.bucket_store import Version
 from tests.budget import examples
 
 

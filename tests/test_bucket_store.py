@@ -1,5 +1,5 @@
-"""The stream's bucket store (``spark_jobs.bucket_store``): a state kept as a snapshot and the changed keys of each
-batch since gives, batch after batch, what one state kept in memory gives; a batch writes the keys it changed, not
+"""The stream's bucket store (``spark_jobs.stream.bucket_store``): a state kept as a snapshot and the changed keys of
+each batch since gives, batch after batch, what one state kept in memory gives; a batch writes the keys it changed, not
 the bucket; a batch run again reads the version Spark committed.
 """
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from spanning.engines.engine import build_aggregates
 from spanning.engines.open_windows import OpenWindows
 from spanning.kernels.windows import WindowSpec
-from spark_jobs.bucket_store import NONE, BucketStore, Version
+from spark_jobs.stream.bucket_store import NONE, BucketStore, Version
 from tests.budget import examples
 from tests.streams import ALL_AGGREGATES, streams, to_frame, window_specs
 

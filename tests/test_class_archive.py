@@ -1,4 +1,4 @@
-"""The Spark driver's class archive (``spark_jobs.class_archive``): named after its Java and Spark, used only
+"""The Spark driver's class archive (``spark_jobs.sessions.class_archive``): named after its Java and Spark, used only
 when whole, never left half-written by a failed build, pruned when its Spark is gone."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_jobs import class_archive  # noqa: E402
+from spark_jobs.sessions import class_archive  # noqa: E402
 
 HOTSPOT = '/usr/bin/java openjdk version "17.0.15"\nOpenJDK 64-Bit Server VM (build 17.0.15+6, mixed mode, sharing)'
 OPENJ9 = '/usr/bin/java openjdk version "17.0.9"\nEclipse OpenJ9 VM (build openj9-0.41.0, JRE 17 Linux amd64)'

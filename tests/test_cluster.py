@@ -2,7 +2,7 @@
 
 ``local-cluster[2,1,1024]`` starts two executor JVMs whose Python workers run ``bare_python`` (see conftest):
 a venv without the project and without sortedcontainers, as on a cluster where only the driver has the project.
-Everything else the workers import must reach them from the driver (``spark_jobs.session.ship_engine``).
+Everything else the workers import must reach them from the driver (``spark_jobs.sessions.session.ship_engine``).
 One driver process runs every job of the test (a cluster start is the slow part), through ``spanning.cli.main``
 as ``python -m spanning.cli`` does.
 """
@@ -24,8 +24,8 @@ import pytest
 
 from spanning.app.cdr import CallMix, generate_cdr
 from spanning.cli import main
-from spark_jobs.class_archive import driver_options
-from spark_jobs.session import ENGINE_PACKAGES, ENGINE_ZIP, check_java, driver_memory, engine_zip
+from spark_jobs.sessions.class_archive import driver_options
+from spark_jobs.sessions.session import ENGINE_PACKAGES, ENGINE_ZIP, check_java, driver_memory, engine_zip
 from tests.conftest import KERNEL_CACHE
 from tests.test_spark_job import AGGS, assert_frames_match, read_output
 
@@ -104,9 +104,9 @@ report["driver_jvm"] = list(runtime.getInputArguments())
 # path alone), so unpickling it on an executor raises ModuleNotFoundError, as 'buckets' did before it was shipped.
 sys.path.insert(0, sys.argv[4])
 module = importlib.import_module(sys.argv[5])
-import spark_jobs.windowed
+import spark_jobs.batch.windowed
 
-spark_jobs.windowed.user_errors = module.user_errors
+spark_jobs.batch.windowed.user_errors = module.user_errors
 report["broken"] = run(json.loads(sys.argv[2]))
 print(json.dumps(report))
 """
@@ -119,7 +119,7 @@ def test_engine_zip_holds_every_package_the_executors_import_built_once():
         names = archive.namelist()
     assert {name.split("/")[0] for name in names} == set(ENGINE_PACKAGES)
     assert {"spanning/techniques/registry.py", "buckets/ring.py", "sweeping/plane_sweeping.py",
-            "spark_jobs/windowed.py", "sortedcontainers/sortedlist.py"} <= set(names)  # fmt: skip
+            "spark_jobs/batch/windowed.py", "sortedcontainers/sortedlist.py"} <= set(names)  # fmt: skip
     assert not [n for n in names if "__pycache__" in n or "/tests/" in n or not n.endswith(".py")]
     try:  # every top-level package of the installed project (pyproject's packages.find) is shipped
         top_level = metadata.distribution("spanning").read_text("top_level.txt")
@@ -226,7 +226,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert frame_counts == plain_counts  # the filter keeps every row
     vector = tmp_path / "vector"
     assert json.loads((vector / "summary.json").read_text())["plans"][0]["reads_input"]
-    parts = [p.name for p in (vector / "windows").iterdir()]  # pyarrow's parts (spark_jobs.worker_parquet)
+    parts = [p.name for p in (vector / "windows").iterdir()]  # pyarrow's parts (spark_jobs.batch.worker_parquet)
     assert parts and all(re.fullmatch(r"part-\d{5}-[0-9a-f]{32}\.snappy\.parquet", p) for p in parts), parts
     for name in ("plain", "frame", "vector"):
         folder = vector if name == "vector" else tmp_path / "api" / name
@@ -244,7 +244,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert json.loads((tmp_path / "stream" / "summary.json").read_text())["rows_read"] == len(calls)
 
     code, err, _ = report["broken"]
-    assert code != 0, "the job no longer refers to spark_jobs.windowed.user_errors: inject the failure elsewhere"
+    assert code != 0, "the job no longer refers to spark_jobs.batch.windowed.user_errors: inject the failure elsewhere"
     assert err.splitlines()[0] == f"spanning: error: ModuleNotFoundError: No module named '{BROKEN}'", err
     assert "Traceback" not in err and "PythonException" not in err
     assert not (tmp_path / "broken").exists()

@@ -192,11 +192,11 @@ def test_dense_codes_number_integers_in_order_and_refuse_wide_spans():
 
 def test_a_python_without_numba_is_told_the_package_in_one_line():
     """As on an executor without numba: the import fails at once, naming the package; the job's error line
-    (``spark_jobs.errors.worker_error``) is that message."""
+    (``spark_jobs.sessions.errors.worker_error``) is that message."""
     blocked = "import sys; sys.modules['numba'] = None; import spanning.kernels.compiled"
     done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
-    from spark_jobs.errors import worker_error
+    from spark_jobs.sessions.errors import worker_error
 
     error = worker_error(done.stderr)
     assert error is not None and error.name == "ImportError", done.stderr[-2000:]

@@ -89,7 +89,7 @@ def test_local_engine_and_spark_plans_give_one_answer(spark, tmp_path):
     the written HLL sketches' estimates equal (their bytes hold the order the values came in)."""
     from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
     from spanning.app.local_run import run_local
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     calls = pd.DataFrame({
         "cell": [f"c{i % 3}" for i in range(900)],
@@ -125,7 +125,7 @@ def test_the_sql_order_free_flag_equals_the_python_one(spark):
     a coupon-mode one alone; Spark's estimate of it is the registers' one, as the Python engines give."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.plans import _order_free_hll
+    from spark_jobs.batch.plans import _order_free_hll
 
     frame = spark.createDataFrame([(g, v) for g in (0, 1) for v in range(5 if g == 0 else 5000)], "g int, v long")
     rows = frame.coalesce(1).groupBy("g").agg(F.hll_sketch_agg("v", 12).alias("s")).select(

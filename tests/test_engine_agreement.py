@@ -278,11 +278,11 @@ def _expected_windows(case: Case) -> pd.DataFrame:
 
 @pytest.fixture
 def csv_read_in_ranges(monkeypatch):
-    """``spanning run --engine spark`` reads even these small CSV files in byte ranges (``spark_jobs.csv_read``),
+    """``spanning run --engine spark`` reads even these small CSV files in byte ranges (``spark_jobs.batch.csv_read``),
     every few bytes a range of its own, so that records meet range boundaries everywhere."""
     import spanning.app.csv_partials as csv_partials
-    import spark_jobs.csv_read as csv_read
-    import spark_jobs.plans as plans
+    import spark_jobs.batch.csv_read as csv_read
+    import spark_jobs.batch.plans as plans
 
     monkeypatch.setattr(csv_read, "READ_SIDE_FROM", 0)
     monkeypatch.setattr(plans, "READ_SIDE_FROM", 0)
@@ -383,8 +383,8 @@ def test_kinds_the_first_records_mislead_are_checked_against_the_whole_files(spa
     gives a column the windows read another kind, the job runs again with the true counts; where only the rows
     of late/ and rejected/ carry that column, those are typed by the true kind. Either way the outputs are the
     local engine's, which counts every row first."""
-    import spark_jobs.csv_read as csv_read
-    import spark_jobs.run as run
+    import spark_jobs.batch.compute as compute
+    import spark_jobs.batch.csv_read as csv_read
 
     column, value, rerun = MISLEADING_FIRST_RECORDS[changed]
     import spanning.app.csv_partials as csv_partials
@@ -399,7 +399,7 @@ def test_kinds_the_first_records_mislead_are_checked_against_the_whole_files(spa
             raised.append(True)
             raise
 
-    monkeypatch.setattr(run, "checked_kinds", checked)
+    monkeypatch.setattr(compute, "checked_kinds", checked)
     rows = [dict(id=i, start=100 * i, end=100 * i + 350, cell=i % 3, bytes=i, note=i) for i in range(1, 30)]
     rows[20][column] = value
     rows[25]["end"] = 1  # a rejected row, and late ones (TTP 0), carrying the note

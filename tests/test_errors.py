@@ -145,7 +145,7 @@ tests.test_errors.test_x.<locals>.Oops
     ],
 )  # fmt: skip
 def test_worker_error_is_the_last_exception_of_the_worker_traceback(text, line):
-    from spark_jobs.errors import worker_error
+    from spark_jobs.sessions.errors import worker_error
 
     found = worker_error(text)
     assert found is not None and found.line == line

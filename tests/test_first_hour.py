@@ -14,7 +14,7 @@ import pytest
 from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import EventFields, InputFiles, RunConfig, UsageError, WindowQuery
 from spanning.cli import main
-from spark_jobs.session import INCUBATOR_WARNING, QUICK_COMPILER_ONLY, forward_jvm_stderr
+from spark_jobs.sessions.session import INCUBATOR_WARNING, QUICK_COMPILER_ONLY, forward_jvm_stderr
 from tests.test_install import BLOCKED_RUNNER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,7 +126,7 @@ def test_spark_submit_runs_the_job_as_the_readme_says(inputs):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable}  # fmt: skip
     # the JVMs spark-submit starts keep to their quick compiler, as `spanning run` starts its own for a small input
-    # (spark_jobs.session.QUICK_COMPILER_ONLY): alone 24.1-24.3 s against 29.6-32.0 s. The command line is
+    # (spark_jobs.sessions.session.QUICK_COMPILER_ONLY): alone 24.1-24.3 s against 29.6-32.0 s. The command line is
     # docs/COMMAND.md's.
     env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} {QUICK_COMPILER_ONLY}".strip()
     done = subprocess.run([str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",

@@ -148,7 +148,7 @@ def test_pip_install_with_the_spark_extra_gives_a_working_command(tmp_path):
         return subprocess.run([str(a) for a in argv], cwd=elsewhere, env=env, capture_output=True, text=True,
                               timeout=300)  # fmt: skip
 
-    where = command(python, "-c", "import spanning, spark_jobs.errors, pyspark; print(spanning.__file__)")
+    where = command(python, "-c", "import spanning, spark_jobs.sessions.errors, pyspark; print(spanning.__file__)")
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(venv) and not Path(where.stdout.strip()).is_relative_to(ROOT)
     for argv in (["--help"], ["run", "--help"]):

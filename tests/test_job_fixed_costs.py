@@ -3,7 +3,7 @@
 - A local Parquet input's schema comes from its footers (no Spark job), and it is the schema Spark infers.
 - One integer key is grouped by itself: no key ids, no join back, the same windows.
 - An empty ``rejected/`` or ``late/`` is written on the driver, readable with the schema Spark would write.
-- The windows written by the Python workers (``spark_jobs.worker_parquet``) are the files Spark's writer writes.
+- The windows written by the Python workers (``spark_jobs.batch.worker_parquet``) are the files Spark's writer writes.
 - The engine zip is not shipped to Python workers that import the engine from this process's own files.
 """
 
@@ -38,7 +38,7 @@ def _plain_columns() -> pa.Table:
 
 
 def test_parquet_schema_from_the_footers_is_the_one_spark_infers(spark, tmp_path):
-    from spark_jobs.prepare import parquet_footer_schema, read_input
+    from spark_jobs.reading.prepare import parquet_footer_schema, read_input
 
     table = _plain_columns()
     folder = tmp_path / "in"
@@ -88,7 +88,7 @@ def _calls(key) -> pd.DataFrame:
 
 @pytest.mark.parametrize("plan", ["explode", "vector"])
 def test_one_integer_key_is_grouped_by_itself_with_the_windows_of_a_text_key(spark, tmp_path, plan):
-    from spark_jobs.run import compute
+    from spark_jobs.batch.compute import compute
 
     query = WindowQuery(600, 200, 0, ["count", "sum:bytes", "max:bytes"])
     got = {}
@@ -109,7 +109,7 @@ def test_one_integer_key_is_grouped_by_itself_with_the_windows_of_a_text_key(spa
 def test_empty_rejected_and_late_are_written_on_the_driver_as_spark_writes_them(spark, tmp_path, plan):
     """Counted while the windows are written (a JVM plan's pass; the Python plan's late rows above its cache),
     none is written on the driver with no Spark job; some are written by Spark, the count checked."""
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     messy = _calls(["a"] * 7).assign(start=[0, 100, 200, 300, 400, 500, 50], end=[700, 300, 900, 400, 2000, 650, 10])
     for fmt in ("parquet", "csv"):
@@ -142,7 +142,8 @@ def test_empty_rejected_and_late_are_written_on_the_driver_as_spark_writes_them(
 
 @pytest.mark.parametrize("times", ["seconds", "instants", "all rejected"])
 def test_windows_written_by_the_python_workers_are_what_spark_writes(spark, tmp_path, monkeypatch, times):
-    import spark_jobs.run as run
+    import spark_jobs.batch.outputs as outputs
+    from spark_jobs.command import run_spark
 
     calls = _calls(["a", "b", None, "a", "b", "a", "b"])
     if times == "instants":  # window_start and window_end are timestamps: microseconds adjusted to UTC
@@ -153,18 +154,18 @@ def test_windows_written_by_the_python_workers_are_what_spark_writes(spark, tmp_
     path = tmp_path / "calls.parquet"
     calls.to_parquet(path, index=False, coerce_timestamps="us")
     by_workers = []
-    in_workers = run.write_in_workers
-    monkeypatch.setattr(run, "write_in_workers", lambda *a: by_workers.append(in_workers(*a)))
+    in_workers = outputs.write_in_workers
+    monkeypatch.setattr(outputs, "write_in_workers", lambda *a: by_workers.append(in_workers(*a)))
     got = {}
     for writer in ("workers", "spark"):
         if writer == "spark":
-            monkeypatch.setattr(run, "writes_in_workers", lambda *a: False)
+            monkeypatch.setattr(outputs, "writes_in_workers", lambda *a: False)
         out = tmp_path / writer
         fields = EventFields("start", "end", keys=["cell"], timezone="Europe/Paris")  # the session's zone
         cfg = RunConfig(InputFiles([str(path)]), fields,
                         WindowQuery(600, 200, 0, ["count", "sum:bytes", "mean:bytes", "max:bytes"]),
                         output=OutputOptions(str(out)), spark=SparkOptions(plan="vector"))  # fmt: skip
-        summary = run.run_spark(cfg)
+        summary = run_spark(cfg)
         folder = out / "windows"
         names = sorted(p.name for p in folder.iterdir())
         assert names and all(n.startswith("part-") and n.endswith(".snappy.parquet") for n in names), names
@@ -180,7 +181,7 @@ def test_windows_written_by_the_python_workers_are_what_spark_writes(spark, tmp_
 
 
 def test_only_plans_whose_tasks_run_python_write_local_parquet_in_the_workers(spark):
-    from spark_jobs.worker_parquet import writes_in_workers
+    from spark_jobs.batch.worker_parquet import writes_in_workers
 
     frame = spark.createDataFrame(pd.DataFrame({"cell": ["a"], "n": [1], "mean": [0.5]}))
     assert writes_in_workers(frame, "parquet", ["vector"], True)
@@ -200,7 +201,7 @@ def test_only_plans_whose_tasks_run_python_write_local_parquet_in_the_workers(sp
 
 
 def test_the_engine_is_shipped_only_to_workers_that_cannot_import_it_themselves(monkeypatch, tmp_path):
-    from spark_jobs import session
+    from spark_jobs.sessions import session
 
     assert session.workers_import_the_engine("local[2]", sys.executable)
     assert session.workers_import_the_engine("local", sys.executable)
@@ -230,7 +231,7 @@ def test_local_workers_import_pyspark_from_its_installed_package_not_its_zip(spa
 
 
 def test_the_worker_daemon_leaves_off_only_zips_that_the_installed_pyspark_holds_unzipped(tmp_path):
-    from spark_jobs.worker_daemon import installed_pyspark_first
+    from spark_jobs.sessions.worker_daemon import installed_pyspark_first
 
     site = tmp_path / "site-packages"
     lib = site / "pyspark" / "python" / "lib"
@@ -259,7 +260,7 @@ def test_a_worker_importing_one_kernel_does_not_import_pandas_and_the_public_nam
 def test_python_workers_are_warmed_in_the_background_and_a_failing_warm_up_is_silent(spark):
     """Each warm-up is a Spark job of one task per core whose tasks import the modules in the Python workers:
     one that imports completes every task; one whose import fails, fails its tasks, and nothing is raised."""
-    from spark_jobs.session import warm_python_workers
+    from spark_jobs.sessions.session import warm_python_workers
 
     tracker = spark.sparkContext.statusTracker()
     before = set(tracker.getJobIdsForGroup(None))
@@ -284,7 +285,7 @@ def test_python_workers_are_warmed_in_the_background_and_a_failing_warm_up_is_si
 def test_the_driver_heap_is_a_quarter_of_memory_unless_the_user_gives_one(tmp_path, monkeypatch):
     """local[*] runs its executors in the driver's JVM: Spark's 1 GiB default ran out at 60 windows per event
     (spanning stream, 100k calls a trigger). A heap the user gives, either way, is left to Spark."""
-    from spark_jobs.session import driver_memory, submit_args
+    from spark_jobs.sessions.session import driver_memory, submit_args
 
     monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
@@ -304,7 +305,7 @@ def test_local_files_skip_hadoops_checksum_layer_unless_spark_defaults_say_other
     """spanning's session reads and writes local files through Hadoop's raw local file system (no ``.crc`` file
     beside each file: a stream's trigger lists and writes several), and on a local master takes task results of up
     to 128 MiB in their status messages; a key that spark-defaults.conf sets is left to it."""
-    from spark_jobs.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES, is_local, unless_spark_defaults
+    from spark_jobs.sessions.session import LOCAL_DIRECT_RESULTS, RAW_LOCAL_FILES, is_local, unless_spark_defaults
 
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     assert {key: hadoop.get(key.removeprefix("spark.hadoop.")) for key in RAW_LOCAL_FILES} == RAW_LOCAL_FILES
@@ -327,7 +328,7 @@ def test_the_exit_stops_spark_without_waiting_for_the_accumulator_server():
     """``stop_at_exit`` (the exit hook of a JVM that spanning started): the context stops, and the accumulator
     server is told to stop and detached first, so that ``SparkContext.stop`` does not wait a poll for it; a
     context without such a server (another PySpark) gets a plain stop."""
-    from spark_jobs.session import stop_at_exit
+    from spark_jobs.sessions.session import stop_at_exit
 
     class Server:
         server_shutdown = False

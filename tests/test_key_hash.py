@@ -1,4 +1,4 @@
-"""``spark_jobs.key_hash`` computes Spark's ``xxhash64`` of key values: checked against Spark itself."""
+"""``spark_jobs.batch.key_hash`` computes Spark's ``xxhash64`` of key values: checked against Spark itself."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 from pyspark.sql import types as T
 
-from spark_jobs.key_hash import spark_xxhash64
+from spark_jobs.batch.key_hash import spark_xxhash64
 
 
 def test_python_xxhash64_equals_spark_s_for_text_integers_nulls_and_several_columns(spark):

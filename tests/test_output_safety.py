@@ -184,7 +184,7 @@ def test_uri_outputs_are_refused_for_now(home, capsys, output):
 
 def test_a_failed_spark_run_keeps_the_previous_output(spark, home, capsys, monkeypatch):
     """The Spark engine writes through the same temporary folder: a failure midway changes nothing."""
-    import spark_jobs.run
+    import spark_jobs.batch.outputs
 
     assert run(capsys, "calls.csv", *LOCAL, "--output", "../out")[0] == 0
     before = snapshot(home)
@@ -195,7 +195,7 @@ def test_a_failed_spark_run_keeps_the_previous_output(spark, home, capsys, monke
         written.append(Path(path))
         raise OSError(28, "No space left on device", path)
 
-    monkeypatch.setattr(spark_jobs.run, "write", failing_write)
+    monkeypatch.setattr(spark_jobs.batch.outputs, "write", failing_write)
     spark_args = [*WINDOW, "--engine", "spark", "--master", "local[2]", "--output", "../out", "--overwrite"]
     calls = str(home / "data" / "calls.csv")  # the tests' JVM resolves relative paths from where it started
     code, err, out = run(capsys, calls, *spark_args)

@@ -67,9 +67,9 @@ def _py(value):
 
 
 def _plan_output(spark, tmp_path, frame, window, ttp, series, aggs, plan, ids=True) -> tuple[dict, dict]:
-    from spark_jobs.plans import jvm_window_job, key_ids
-    from spark_jobs.prepare import events, load
-    from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
+    from spark_jobs.batch.plans import jvm_window_job, key_ids
+    from spark_jobs.batch.windowed import LATE_SEQ, MISSED, window_job
+    from spark_jobs.reading.prepare import events, load
 
     path = tmp_path / "calls.parquet"
     if not path.exists():
@@ -102,8 +102,8 @@ def _read_side_output(spark, tmp_path, frame, cfg, begin) -> tuple[dict, dict]:
     """``parquet_window_job``'s windows and counts, and the job's late rows (its own pass over the input)."""
     from pyspark.sql import Observation
 
-    from spark_jobs.plans import late_rows, parquet_window_job, read_plan
-    from spark_jobs.prepare import load
+    from spark_jobs.batch.plans import late_rows, parquet_window_job, read_plan
+    from spark_jobs.reading.prepare import load
 
     path = tmp_path / "groups.parquet"
     # a text key even when every drawn key is null (else Parquet's null type: not a plain column to read)
@@ -202,8 +202,8 @@ def test_plans_agree_with_the_python_plan_on_a_worked_example(spark, tmp_path):
 )
 def test_auto_plan_follows_the_windows_per_event(spark, tmp_path, length, aggs, keys, plan):
     """And ``python_plan_certain``, which tells before Spark starts (to warm the workers), says the same."""
-    from spark_jobs.plans import choose_plan, python_plan_certain
-    from spark_jobs.prepare import END, START, events, load
+    from spark_jobs.batch.plans import choose_plan, python_plan_certain
+    from spark_jobs.reading.prepare import END, START, events, load
 
     path = tmp_path / "calls.parquet"
     starts = list(range(0, 4000, 7))
@@ -223,8 +223,8 @@ def test_windows_per_event_from_parquet_rows_read_on_the_driver_equals_spark_s_s
     sample of the prepared events gives: timestamps of any unit floored to chronons, integer times, a duration
     column, nulls and reversed calls skipped; anything else (CSV, expressions) falls back to Spark's sample."""
     from spanning.app.files import input_files
-    from spark_jobs.plans import windows_per_event
-    from spark_jobs.prepare import END, START, events, load, parquet_times_sample
+    from spark_jobs.batch.plans import windows_per_event
+    from spark_jobs.reading.prepare import END, START, events, load, parquet_times_sample
 
     starts = pd.Series(range(-4000, 50_000, 97), dtype="int64") * 1_000 + 333  # ms, some before 1970
     lengths = (starts % 7_919_000).abs()
@@ -264,8 +264,8 @@ def test_the_jvm_s_quick_compiler_only_where_vector_s_tasks_read_the_rows_into_f
     import numpy as np
 
     from spanning.app.files import input_files
-    from spark_jobs import plans
-    from spark_jobs.prepare import parquet_times_sample
+    from spark_jobs.batch import plans
+    from spark_jobs.reading.prepare import parquet_times_sample
 
     rng = np.random.default_rng(5)
     starts, n = rng.integers(0, 20_000, 3_000), 3_000
@@ -318,9 +318,9 @@ def test_distinct_keys_read_on_the_driver_are_spark_s_and_the_plans_give_the_sam
     expressions, CSV and other key types fall back to Spark (None)."""
     from spanning.app.files import input_files
     from spanning.app.jobspec import SparkOptions
-    from spark_jobs.plans import MAX_KEY_IDS
-    from spark_jobs.prepare import events, load, parquet_key_values
-    from spark_jobs.run import compute
+    from spark_jobs.batch.compute import compute
+    from spark_jobs.batch.plans import MAX_KEY_IDS
+    from spark_jobs.reading.prepare import events, load, parquet_key_values
 
     frame = pd.DataFrame({
         "cell": pd.array(["b", None, "a", "b", "c", "a"], dtype="string"),
@@ -349,9 +349,9 @@ def test_distinct_keys_read_on_the_driver_are_spark_s_and_the_plans_give_the_sam
                 run = RunConfig(cfg.inputs, cfg.events, query, spark=SparkOptions(plan=plan))
                 with pytest.MonkeyPatch.context() as patch:
                     if source == "spark":  # the Spark job finds the keys itself
-                        patch.setattr("spark_jobs.run.parquet_key_values", lambda *a: None)
+                        patch.setattr("spark_jobs.batch.compute.parquet_key_values", lambda *a: None)
                     if source == "collision":  # as if two keys had one hash: dense ids by a join
-                        patch.setattr("spark_jobs.plans.spark_xxhash64", lambda *a: 0)
+                        patch.setattr("spark_jobs.batch.plans.spark_xxhash64", lambda *a: 0)
                     windows[plan, source] = sorted(map(tuple, compute(spark, run).windows.collect()), key=repr)
         assert len({tuple(w) for w in windows.values()}) == 1 and windows["vector", "driver"], keys
     renamed = RunConfig(InputFiles([str(folder)]), EventFields("start", "end", keys=["upper(cell) AS c"]), query)
@@ -371,9 +371,9 @@ def test_integer_sums_bounded_by_the_parquet_footers_are_plain_sums_and_stay_exa
     SumOverflowError when a window's sum leaves 64 bits. Every plan gives the python plan's windows."""
     from spanning.aggregates import SumOverflowError
     from spanning.app.jobspec import SparkOptions
-    from spark_jobs.plans import _partials
-    from spark_jobs.prepare import load
-    from spark_jobs.run import compute
+    from spark_jobs.batch.compute import compute
+    from spark_jobs.batch.plans import _partials
+    from spark_jobs.reading.prepare import load
 
     half = 2**62 // 3  # 2 · 3 rows · half < 2^63 <= 2 · 3 rows · (half + 2^61)
     cases = {
@@ -409,16 +409,16 @@ def test_integer_sums_bounded_by_the_parquet_footers_are_plain_sums_and_stay_exa
 
 def test_the_python_plan_s_workers_are_warmed_as_the_session_starts_with_what_its_tasks_import(tmp_path, monkeypatch):
     """A query that only the Python plan runs (sketches, sets) starts its workers' warm-up as soon as the session
-    is up (``run.warm_vector_workers``), with the modules of ``python_plan_modules``; a query whose plan depends
+    is up (``compute.warm_vector_workers``), with the modules of ``python_plan_modules``; a query whose plan depends
     on the input starts none there. Those modules are all that the Python plan's tasks import: in a fresh
     interpreter that imported them, the tasks' own function (``SortedStreamAggregator`` over a sorted chunk,
-    as ``spark_jobs.windowed``'s ``process`` builds it) imports nothing more of the engine, pandas, pyarrow,
+    as ``spark_jobs.batch.windowed``'s ``process`` builds it) imports nothing more of the engine, pandas, pyarrow,
     numba or DataSketches."""
     import subprocess
     import sys
 
     from spanning.app.files import input_files
-    from spark_jobs import run
+    from spark_jobs.batch import compute
 
     path = tmp_path / "calls.parquet"
     pd.DataFrame({"cell": [1, 2], "start": [0, 5], "end": [50, 70], "v": [3, 4], "f": [0.5, 2.0]}).to_parquet(path)
@@ -429,14 +429,14 @@ def test_the_python_plan_s_workers_are_warmed_as_the_session_starts_with_what_it
                                               aggregates=aggregates))  # fmt: skip
 
     warmed = []
-    monkeypatch.setattr(run, "warm_python_workers", lambda spark, modules: warmed.append(modules))
-    monkeypatch.setattr(run, "ship_engine", lambda spark: None)
+    monkeypatch.setattr(compute, "warm_python_workers", lambda spark, modules: warmed.append(modules))
+    monkeypatch.setattr(compute, "ship_engine", lambda spark: None)
     inputs = input_files([str(path)])
     sketches = ["count", "approx_count_distinct:v", "approx_percentile:f:0.95"]
-    assert run.warm_vector_workers(None, cfg(sketches), inputs)
-    assert run.warm_vector_workers(None, cfg(["count", "sum:v"], plan="python"), inputs)
-    assert not run.warm_vector_workers(None, cfg(["count", "sum:v"]), inputs)  # a small file: explode, no Python
-    assert warmed == [run.python_plan_modules(cfg(sketches)), run.PYTHON_MODULES]
+    assert compute.warm_vector_workers(None, cfg(sketches), inputs)
+    assert compute.warm_vector_workers(None, cfg(["count", "sum:v"], plan="python"), inputs)
+    assert not compute.warm_vector_workers(None, cfg(["count", "sum:v"]), inputs)  # a small file: explode, no Python
+    assert warmed == [compute.python_plan_modules(cfg(sketches)), compute.PYTHON_MODULES]
     assert "datasketches" in warmed[0]
 
     code = f"""

@@ -87,7 +87,7 @@ def outputs(spark, calls, tmp_path_factory) -> dict:
         output_name,
     )
     from spanning.app.local_run import run_local
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     folder = tmp_path_factory.mktemp("sketches")
     calls.to_parquet(folder / "calls.parquet", index=False)
@@ -189,7 +189,7 @@ def test_quantiles_without_a_written_sketch_are_within_the_rank_bound(spark, cal
     (auto: the Python plan's batch path). Each answer's normalized rank error against the exact ranks is
     within twice the bound the library states for K (a bound at 99% confidence), and nine in ten within it."""
     from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, WindowQuery, output_name
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     quantiles = {f"q{round(q * 100)}": f"approx_percentile:duration:{q}" for q in (0.0, 0.01, 0.25, 0.5, 0.9, 0.99)}
     bound = datasketches.kll_doubles_sketch(K).normalized_rank_error(False)

@@ -100,7 +100,7 @@ def config(inputs, output, **kw) -> RunConfig:
 
 @pytest.fixture(scope="module")
 def job(spark, sample, tmp_path_factory):
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     output = tmp_path_factory.mktemp("job") / "out"
     summary = run_spark(config([sample], output))
@@ -162,7 +162,7 @@ def test_local_engine_equals_spark_job(job, sample, tmp_path):
 
 
 def test_rejected_rows_have_reasons_and_counts_reconcile(spark, tmp_path):
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     csv = tmp_path / "calls.csv"
     csv.write_text(
@@ -195,7 +195,7 @@ def test_a_second_job_in_the_session_reads_a_rewritten_file_again(spark, tmp_pat
     """The job caches the parsed rows of a text input for its passes and drops them after its writes: Spark's
     cache matches a later query by its plan, so a second job over the same path (rewritten) would see the old
     rows (found when the suite's temp folders were reused under pytest-xdist)."""
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     cached_before = set(spark.sparkContext._jsc.getPersistentRDDs().keys())  # what earlier tests left
     csv = tmp_path / "calls.csv"
@@ -213,7 +213,7 @@ def test_a_second_job_in_the_session_reads_a_rewritten_file_again(spark, tmp_pat
 
 def test_public_cdr_file(spark, tmp_path):
     """The messy public layout: split date/time columns, d/M/yyyy, calls across midnight."""
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     start = "to_timestamp(concat(startDate, ' ', startTime), 'd/M/yyyy H:mm:ss')"
     end = "to_timestamp(concat(endDate, ' ', endTime), 'd/M/yyyy H:mm:ss')"
@@ -283,7 +283,7 @@ def test_user_mistakes_give_one_line_errors(spark, sample, tmp_path, capsys, mon
 
 
 def test_se_ml_slicing_job_with_auto_height_equals_se_slicing(job, sample, tmp_path):
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     _, output = job
     summary = run_spark(config([sample], tmp_path / "ml", technique="se-ml-slicing", height="auto"))
@@ -294,7 +294,7 @@ def test_se_ml_slicing_job_with_auto_height_equals_se_slicing(job, sample, tmp_p
 
 
 def test_point_events_through_a_swag_on_spark(spark, sample, tmp_path):
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     kwargs = dict(end=None, point_events=True, aggregates=["count", "max:duration"], swag="daba-lite")
     run_spark(config([sample], tmp_path / "spark", **kwargs))
@@ -305,7 +305,7 @@ def test_point_events_through_a_swag_on_spark(spark, sample, tmp_path):
 
 
 def test_several_windows_in_one_run(spark, sample, tmp_path):
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     kwargs = dict(windows=[(900, 300), (3600, 900)], aggregates=["count", "sum:bytes"])
     run_spark(config([sample], tmp_path / "spark", **kwargs))
@@ -327,7 +327,7 @@ def test_vector_reading_parquet_itself_gives_the_jvm_plans_outputs(spark, tmp_pa
     """Bad rows (null start, null end, end before start, an infinite value), NaN and null values, a null key,
     late events, several row groups of one key: ``--plan vector``, whose tasks read the row groups themselves,
     writes the same windows, rejected and late rows and counts as ``--plan explode``, which reads through Spark."""
-    from spark_jobs.run import run_spark
+    from spark_jobs.command import run_spark
 
     rng = np.random.default_rng(7)
     n = 400
@@ -378,8 +378,8 @@ def test_vector_reads_parquet_itself_only_where_its_columns_are_plain(spark, tmp
     Spark's reader (``read_plan`` is None); plain columns of local Parquet are read by the tasks."""
     from decimal import Decimal
 
-    from spark_jobs.plans import read_plan
-    from spark_jobs.prepare import load
+    from spark_jobs.batch.plans import read_plan
+    from spark_jobs.reading.prepare import load
 
     frame = pd.DataFrame({"cell": ["a", "b"], "start": [0, 10], "end": [5, 30], "bytes": [1, 2],
                           "price": [Decimal("1.5")] * 2})  # fmt: skip

@@ -434,20 +434,21 @@ def test_an_available_now_run_over_small_local_files_keeps_the_jvm_to_its_quick_
     import dataclasses
 
     from spanning.app.files import input_files
-    from spark_jobs import run, stream
+    from spark_jobs import command
+    from spark_jobs.reading import prepare
 
     drop_files(tmp_path / "in", [clean_calls(50, seed=1)])
     there = input_files([str(tmp_path / "in")], "csv", ",")
     size = sum(p.stat().st_size for p in (tmp_path / "in").iterdir())
-    assert stream.quick_compiler(StreamOptions("chk"), there)
-    assert not stream.quick_compiler(StreamOptions("chk", trigger="10s"), there)
-    assert not stream.quick_compiler(StreamOptions("chk"), None)
+    assert command.quick_compiler(StreamOptions("chk"), there)
+    assert not command.quick_compiler(StreamOptions("chk", trigger="10s"), there)
+    assert not command.quick_compiler(StreamOptions("chk"), None)
     remote = dataclasses.replace(there, files=["s3a://bucket/calls.csv"])
-    assert not stream.quick_compiler(StreamOptions("chk"), remote)
-    monkeypatch.setattr(run, "QUICK_JIT_INPUT", size)
-    assert not stream.quick_compiler(StreamOptions("chk"), there)
-    monkeypatch.setattr(run, "QUICK_JIT_INPUT", size + 1)
-    assert stream.quick_compiler(StreamOptions("chk"), there)
+    assert not command.quick_compiler(StreamOptions("chk"), remote)
+    monkeypatch.setattr(prepare, "QUICK_JIT_INPUT", size)
+    assert not command.quick_compiler(StreamOptions("chk"), there)
+    monkeypatch.setattr(prepare, "QUICK_JIT_INPUT", size + 1)
+    assert command.quick_compiler(StreamOptions("chk"), there)
 
 
 @pytest.fixture(scope="module")
@@ -473,10 +474,10 @@ def assert_equals_batch_job(output: Path, batch: Path) -> None:
 def test_without_max_files_a_batch_takes_files_up_to_its_byte_bound(spark, four_files, tmp_path, monkeypatch):
     """The driver holds a batch's rows: without --max-files-per-trigger a batch takes files up to BATCH_BYTES (at
     least one), so a first start on a full folder goes through it in several batches, with the batch job's result."""
-    from spark_jobs import stream
+    from spark_jobs.stream import query
 
     files = sorted((four_files / "in").glob("*.csv"))
-    monkeypatch.setattr(stream, "BATCH_BYTES", files[0].stat().st_size + 1)  # one file a batch, not two
+    monkeypatch.setattr(query, "BATCH_BYTES", files[0].stat().st_size + 1)  # one file a batch, not two
     assert stream_cli(str(four_files / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
                       *QUERY, "--master", "local[2]", "--drain") == 0  # fmt: skip
     records = [json.loads(p.read_text()) for p in sorted((tmp_path / "chk" / "spanning" / "batches").glob("*"))]
@@ -488,13 +489,13 @@ def test_without_max_files_a_batch_takes_files_up_to_its_byte_bound(spark, four_
 @pytest.mark.parametrize("overlap", [True, False])
 def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, four_files, tmp_path, monkeypatch,
                                                                         processor, overlap):
-    from spark_jobs import stream_buckets
+    from spark_jobs.stream import buckets
 
     flag = tmp_path / "fail-once"
     flag.touch()
     third = pd.read_csv(sorted((four_files / "in").glob("*.csv"))[2], dtype=str, keep_default_na=False)
     middle = int(pd.to_datetime(third["end"], errors="coerce").min().value // 10**9)  # a bucket of the third file
-    monkeypatch.setattr(stream_buckets, "FAIL_ONCE", (str(flag), middle))
+    monkeypatch.setattr(buckets, "FAIL_ONCE", (str(flag), middle))
     args = [str(four_files / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
             "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", "--processor", processor,
             *([] if overlap else ["--no-overlap"])]  # fmt: skip
@@ -603,7 +604,7 @@ def test_processing_time_trigger_flushes_idle_keys_live_and_stops_cleanly_on_ctr
 
 def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark, tmp_path):
     from spanning.app.jobspec import RunConfig
-    from spark_jobs.stream import streaming_rows
+    from spark_jobs.stream.query import streaming_rows
 
     calls = clean_calls(200, seed=3)
     drop_files(tmp_path / "in", [calls.iloc[:100], calls.iloc[100:]])
@@ -613,7 +614,7 @@ def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark,
     job = streaming_rows(spark, cfg, StreamOptions(str(tmp_path / "chk"), max_files_per_trigger=1, buckets=4,
                                                    processor="python"))  # fmt: skip
     assert job.rows.isStreaming
-    from spark_jobs.bucket_store import Version
+    from spark_jobs.stream.bucket_store import Version
 
     seen: list = []
     versions: dict = {}  # each bucket's state files after the last batch (BatchWriter keeps them in its records)
@@ -733,8 +734,8 @@ def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_sp
 
     from spanning.app.files import input_files
     from spanning.app.jobspec import EventFields, InputFiles, OutputOptions, RunConfig, SparkOptions, WindowQuery
-    from spark_jobs import stream
-    from spark_jobs.prepare import KindCounts, _text_stats
+    from spark_jobs.reading.prepare import KindCounts, _text_stats
+    from spark_jobs.stream import query
 
     values = ["2024-03-04 00:00:00", "1709510400", "12.5", "abc", None, "99999999999999999999", "-3",
               "9223372036854775807", "9223372036854775808", "2024-03-04T00:00:01", "", " 7", "1e3", "0012"]  # fmt: skip
@@ -745,7 +746,7 @@ def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_sp
     cfg = RunConfig(inputs=InputFiles([str(folder)]), events=EventFields("t", "t"),
                     query=WindowQuery(900, 300, 600, ["count"]), output=OutputOptions(str(tmp_path / "out")),
                     spark=SparkOptions("local[2]", None))  # fmt: skip
-    counted = stream.local_parquet_stats(cfg, "parquet")
+    counted = query.local_parquet_stats(cfg, "parquet")
     asked = []
 
     def column_stats(name, plain_only):
@@ -755,8 +756,8 @@ def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_sp
     frame = spark.read.parquet(str(folder))
     for ahead in (False, True):
         if ahead:  # the files counted ahead: the counts are taken from there
-            stream.count_kinds_ahead(cfg, input_files(cfg.inputs.paths, "parquet", ",", warn=False))
-            assert {key[-1] for key in stream._COUNTED_AHEAD if key[0].startswith(str(folder))} == {"t"}  # text only
+            query.count_kinds_ahead(cfg, input_files(cfg.inputs.paths, "parquet", ",", warn=False))
+            assert {key[-1] for key in query._COUNTED_AHEAD if key[0].startswith(str(folder))} == {"t"}  # text only
         for full in (None, set()):  # every count, and the plain ones only
             on_driver = KindCounts(lambda: frame, None, column_stats)("", {"x": F.col("t")}, full, {"x": "t"})
             assert on_driver == _text_stats(frame, {"x": F.col("t")}, full)
@@ -765,7 +766,7 @@ def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_sp
     pq.write_table(pa.table({"t": ["2024-03-04 00:00:02"] * 3, "n": [1, 2, 3]}), folder / "p0.parquet")  # changed
     assert counted("t", False).present == 3 + len(values[1::2])  # not the counts made ahead of the old file
     assert counted("missing", False) is None  # a column not in the files (a partition column): Spark counts it
-    assert stream.local_parquet_stats(cfg, "csv") is None
+    assert query.local_parquet_stats(cfg, "csv") is None
 
 
 def test_the_column_kinds_of_small_local_csv_files_are_counted_on_the_driver_as_spark_counts_them(spark, tmp_path,
@@ -777,8 +778,8 @@ def test_the_column_kinds_of_small_local_csv_files_are_counted_on_the_driver_as_
     from pyspark.sql import functions as F
 
     from spanning.app.files import input_files
-    from spark_jobs import prepare
-    from spark_jobs.prepare import KindCounts, _text_stats, local_csv_stats, quoted, read_input
+    from spark_jobs.reading import prepare
+    from spark_jobs.reading.prepare import KindCounts, _text_stats, local_csv_stats, quoted, read_input
 
     values = ["2024-03-04 00:00:00", "1709510400", "12.5", "abc", "", '"2024-03-04 00:00:01"', "99999999999999999999",
               "-3", "9223372036854775808", '"1,5"', " 7", "1e3", "0012", "2024-03-04T00:00:02"]  # fmt: skip
@@ -813,7 +814,7 @@ def test_the_column_kinds_of_small_local_csv_files_are_counted_on_the_driver_as_
 def test_the_summary_keeps_the_trigger_times_of_the_last_batches_only():
     from types import SimpleNamespace
 
-    from spark_jobs.stream import TRIGGERS_KEPT, BatchWriter
+    from spark_jobs.stream.writer import TRIGGERS_KEPT, BatchWriter
 
     writer = SimpleNamespace(trigger_seconds={str(b): b / 10 for b in range(TRIGGERS_KEPT + 50)},
                              trigger_started={str(b): 1e9 + b for b in range(TRIGGERS_KEPT + 50)})  # fmt: skip
@@ -829,7 +830,7 @@ def test_a_failed_batch_in_flight_is_raised_once_and_quietly_while_another_error
     failure."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from spark_jobs.stream import BatchWriter
+    from spark_jobs.stream.writer import BatchWriter
 
     def fail():
         raise RuntimeError("batch 7 failed")

@@ -1,11 +1,11 @@
 """One time parser, two backends: the reader contract's times through pandas and through Spark SQL.
 
 The local engine parses times in pandas/NumPy (``spanning.engines.reader.time_chronons``), the Spark engine in
-the JVM (``spark_jobs.prepare._chronons``); both follow one specification, the patterns of
+the JVM (``spark_jobs.reading.prepare._chronons``); both follow one specification, the patterns of
 ``spanning.engines.reader.PATTERNS`` and the reasons of ``spanning.app.jobspec.REASONS``. Here one corpus of
 time values (date-times with and without a zone or a fraction, dates, epoch numbers as text and as typed
 numbers, timestamps, empty, garbage, out of range, end before start) goes through both prepare functions
-(``spanning.app.local_run.prepare_local`` and ``spark_jobs.prepare.load``), under each time unit and a few
+(``spanning.app.local_run.prepare_local`` and ``spark_jobs.reading.prepare.load``), under each time unit and a few
 time zones: every row must come out with the same chronons or the same reason on both. A few rows also
 carry the value worked out by hand (with ``datetime``/``zoneinfo``, not with the code under test).
 """
@@ -265,10 +265,10 @@ def _local(cfg: RunConfig) -> tuple[dict, bool]:
 
 def _spark(spark, cfg: RunConfig) -> tuple[dict, bool]:
     """id -> (reason, start, end) of every row, through the Spark engine's prepare (in the run's time zone)."""
-    from spark_jobs.prepare import END as S_END
-    from spark_jobs.prepare import REASON, load
-    from spark_jobs.prepare import START as S_START
-    from spark_jobs.session import get_session
+    from spark_jobs.reading.prepare import END as S_END
+    from spark_jobs.reading.prepare import REASON, load
+    from spark_jobs.reading.prepare import START as S_START
+    from spark_jobs.sessions.session import get_session
 
     get_session(None, cfg.events.timezone)  # the active session, set to the run's time zone as a run sets it
     prepared = load(spark, cfg)
@@ -414,7 +414,7 @@ def test_input_columns_named_like_prepare_s_own_are_kept_and_the_reasons_stay(ut
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from spark_jobs.prepare import END_MISSING, FRACTION, REASON, REASONS, load
+    from spark_jobs.reading.prepare import END_MISSING, FRACTION, REASON, REASONS, load
 
     path = tmp_path / "in.parquet"
     pq.write_table(pa.table({

@@ -41,7 +41,7 @@ __all__ = [
 
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 EVENTS_COLUMN = "__events"  # hidden count used to skip empty windows
-# --plan: how the Spark job computes (spark_jobs.plans)
+# --plan: how the Spark job computes (spark_jobs.batch.plans)
 PLANS = ("auto", "explode", "vector", "python")
 RETIRED_PLANS = ("range", "dyadic")  # retired 2026-11-27: vector's compiled kernel does their range updates
 INPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}

@@ -96,7 +96,7 @@ class _Output:
 
 def _output(name: str, spec: str, values: dict[str, tuple[str, str]]) -> _Output:
     """The partials and lowering of one aggregate, over the internal value columns (``values``: column ->
-    (internal name, "integer" | "float")); the Spark plans' ``spark_jobs.plans._partial`` in numpy."""
+    (internal name, "integer" | "float")); the Spark plans' ``spark_jobs.batch.plans._partial`` in numpy."""
     agg = parse_aggregate(spec)
     sql = agg.capabilities.sql
     if agg.column is None:  # count(*)

@@ -7,7 +7,7 @@ The layers depend one way: ``spark_jobs`` imports ``spanning``, and nothing in `
     spark = "spark_jobs.plugin"                  # run(), event_times(), peers: loading it imports pyspark
 
     [project.entry-points."spanning.worker_errors"]
-    spark = "spark_jobs.errors:worker_error"     # reads a failure's text, imports no pyspark
+    spark = "spark_jobs.sessions.errors:worker_error"     # reads a failure's text, imports no pyspark
 
 An install (``pip install 'spanning[spark]'``, or ``pip install -e .`` of this checkout) writes these
 entry points; ``register_engine`` adds an engine without them (``spark_jobs/submit.py`` does, for

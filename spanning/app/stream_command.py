@@ -1,7 +1,7 @@
 """``spanning stream``: the windows of CDR files as they land in a folder, on Spark Structured Streaming.
 
 The options are ``spanning run``'s query options plus what a stream needs (``StreamOptions``); the job
-itself is ``spark_jobs.stream``, found through the Spark engine's entry point, so this module needs no
+itself is ``spark_jobs.stream.query``, found through the Spark engine's entry point, so this module needs no
 pyspark. The semantics are ``spanning run``'s (docs/SEMANTICS.md); docs/STREAMING.md says what differs:
 the series of a key starts at its first arriving event, and a late event is one that arrives after its
 windows were released.
@@ -43,7 +43,7 @@ TRIGGER = re.compile(r"^available-now$|^(\d+(?:\.\d+)?)\s*(ms|s|m|h|milliseconds
 #: two kept the driver's two cores busy at the least cost (100k rows a batch, 15m/1m, 10k keys: 0.11-0.13 s a batch,
 #: against 0.12-0.15 s with 4 and 0.17-0.19 s with 16; 2026-11-28, docs/STREAMING.md). It was 16 until then.
 DEFAULT_BUCKETS = 2
-JOB_FILE = "job.json"  # in CHECKPOINT/spanning/: what the checkpoint was made for (spark_jobs.stream)
+JOB_FILE = "job.json"  # in CHECKPOINT/spanning/: what the checkpoint was made for (spark_jobs.stream.query)
 
 
 def recorded_buckets(checkpoint: str) -> int | None:
@@ -66,8 +66,8 @@ class StreamOptions:
     buckets: int | None = None  # hash buckets of keys, fixed for a checkpoint: None is its count, or DEFAULT_BUCKETS
     final_flush: bool = False  # --drain: available-now releases every key's windows at its end, as spanning run does
     processor: str = "auto"  # auto or python: the one processor (the option does nothing; jvm was removed)
-    # a batch reduced and written while the next is read (spark_jobs.stream.BatchWriter); not with --idle-flush, whose
-    # control file each batch's watermark decides for the next
+    # a batch reduced and written while the next is read (spark_jobs.stream.writer.BatchWriter); not with
+    # --idle-flush, whose control file each batch's watermark decides for the next
     overlap: bool = True
 
     def __post_init__(self) -> None:

@@ -18,7 +18,7 @@ Two more ways to release windows, Scotty's ``processWatermark`` (Traub et al., �
 What a key holds is bounded by its open windows, about (ω + δ) / β of them, however long the stream runs.
 The whole state round-trips through ``to_bytes`` / ``load_bytes``; what changed since the last call round-trips
 through ``changes_to_bytes`` / ``apply_changes`` (the streaming job keeps, per hash bucket of keys, a snapshot
-and the changes of the batches since: ``spark_jobs.bucket_store``).
+and the changes of the batches since: ``spark_jobs.stream.bucket_store``).
 
 >>> import pandas as pd
 >>> from spanning.engines.engine import build_aggregates

@@ -2,7 +2,7 @@
 
 The ``vector`` plan of ``spanning run`` hands each Spark task some row groups of the input; the task reads
 them with pyarrow, checks each row as the job's reader contract does for typed Parquet columns, finds each
-event's run of windows [a, b] (the arithmetic of ``spark_jobs.plans.window_runs``), and reduces the runs with
+event's run of windows [a, b] (the arithmetic of ``spark_jobs.batch.plans.window_runs``), and reduces the runs with
 ``spanning.engines.window_ranges.run_partials``. No row enters the JVM: what leaves a task is one row per
 (key, window) it saw and its counts of rows read, rejected and late. Rejected and late rows themselves are
 written by the job's own passes over the input, only when these counts say there are some.
@@ -110,7 +110,7 @@ def reduce_events(keys: dict, start: np.ndarray, end: np.ndarray, accepted: np.n
     """The partials per (key, window) of rows whose columns are typed already: their ``keys`` (Arrow arrays),
     ``start`` and ``end`` in chronons, which of them pass the reader contract (``accepted``; a row whose end is
     before its start fails here, in place), and the value columns (``shipped``, by internal name, null where a
-    row has no value). Each event's run of windows is ``spark_jobs.plans.window_runs``' arithmetic."""
+    row has no value). Each event's run of windows is ``spark_jobs.batch.plans.window_runs``' arithmetic."""
     import pyarrow as pa
 
     n = len(start)
@@ -237,8 +237,8 @@ def warm_up(part: int = 0, parts: int = 1) -> None:
     """Load what a task's first piece would otherwise load: the compiled kernel (``part`` of ``parts`` of it, see
     ``spanning.kernels.compiled.warm_up``), and the modules pyarrow imports on first use (``pyarrow.compute``, and
     pandas through it), by reducing two rows of each column kind. A Python worker does it while the driver plans
-    (``spark_jobs.session.warm_python_workers``): measured 2026-11-27, a worker's first 1M-row piece took 0.99 s
-    against 0.15 s for the next, 0.6 s of it in these imports."""
+    (``spark_jobs.sessions.session.warm_python_workers``): measured 2026-11-27, a worker's first 1M-row piece took
+    0.99 s against 0.15 s for the next, 0.6 s of it in these imports."""
     import pyarrow as pa
 
     from spanning.kernels.compiled import warm_up as load_kernel

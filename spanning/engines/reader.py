@@ -1,6 +1,6 @@
 """The reader contract: how both engines of ``spanning run``, and ``spanning.aggregate``, turn rows into events.
 
-The local engine (pandas, ``spanning.app.local_run``) and the Spark engine (``spark_jobs.prepare``) follow
+The local engine (pandas, ``spanning.app.local_run``) and the Spark engine (``spark_jobs.reading.prepare``) follow
 these rules, so that the same file gives the same windows, late rows and rejected rows on both:
 
 * **Files** (``spanning.app.files``). CSV (RFC 4180: a header line, fields quoted with ``"``, a quote inside

@@ -1,6 +1,6 @@
 """The sorted-stream faces of the keyed driver: DataFrame chunks sorted by (key, end) in, frames out.
 
-Each Spark partition of the ``python`` plan (``spark_jobs/windowed.py``) feeds its Arrow batches, sorted by
+Each Spark partition of the ``python`` plan (``spark_jobs/batch/windowed.py``) feeds its Arrow batches, sorted by
 (key, end, seq), to one of them: ``SortedStreamAggregator`` through the vectorised batch form of SE-Slicing
 (Suzanne et al., §3.2.2; ``spanning.engines.chunks.reduce_chunk``), ``SortedEngineStream`` through the
 per-event ``Engine`` of any technique. Both drive ``spanning.engines.keyed.KeyedDriver``, which carries

@@ -1,7 +1,7 @@
 """Windows of events that each count in one run of consecutive windows, per key, with array operations.
 
 The batch form of SE-Slicing (Suzanne et al., §4) once each event's run of windows ``[a, b]`` is known
-(``spark_jobs.plans.window_runs`` derives it from the TTP semantics: with each key's events in end order,
+(``spark_jobs.batch.plans.window_runs`` derives it from the TTP semantics: with each key's events in end order,
 an event counts in one contiguous run of window numbers). A window's aggregate then merges the partials of
 the events whose run contains it, which is a range update followed by point queries:
 
@@ -156,7 +156,7 @@ def key_codes(arrays: Sequence) -> np.ndarray:
 
 
 #: The partial columns a caller asks of ``run_partials``: (name, merge, derive, source), as
-#: ``spark_jobs.plans.PartialColumn``. ``derive`` is what one event contributes: "one"; "valid" (1 when its
+#: ``spark_jobs.batch.plans.PartialColumn``. ``derive`` is what one event contributes: "one"; "valid" (1 when its
 #: ``source`` value is present); "value" (the value, absent when null); "high" / "low" (value >> 32 and
 #: value & LOW_BITS, 0 when null: an exact integer sum in two int64 parts).
 PartialSpec = tuple[str, str, str, "str | None"]

@@ -2,35 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import re
-import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
-from spanning.aggregates import SqlFunction, SumOverflowError, parse_aggregate, seconds_columns
+from spanning.aggregates import SqlFunction, parse_aggregate, seconds_columns
 from spanning.app.csv_partials import first_records_stats
-from spanning.app.files import Inputs, check_plain_columns, input_files
+from spanning.app.files import Inputs
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig
-from spanning.app.local_run import write_arrow_part
-from spanning.app.outputs import finish_output, output_folder
-from spanning.app.progress import Progress
 from spanning.engines.reader import CHRONONS_PER_SECOND, ColumnStats
 from spanning.planning.height import resolve_height
 from spanning.planning.specs import window_labels
-from spark_jobs.csv_read import (
+from spark_jobs.batch.csv_read import (
     CSV_MODULES,
-    KindsChanged,
     as_read_schema,
     checked_kinds,
     csv_plan,
@@ -38,11 +28,10 @@ from spark_jobs.csv_read import (
     csv_times_sample,
     csv_window_job,
 )
-from spark_jobs.plans import (
+from spark_jobs.batch.plans import (
     MAX_KEY_IDS,
     Choice,
     choose_plan,
-    jvm_merge_is_small,
     jvm_window_job,
     key_ids,
     late_flag,
@@ -53,7 +42,10 @@ from spark_jobs.plans import (
     read_plan,
     vector_reads_parquet,
 )
-from spark_jobs.prepare import (
+from spark_jobs.batch.side_rows import SideRows
+from spark_jobs.batch.windowed import LATE_SEQ, MISSED, window_job
+from spark_jobs.batch.worker_parquet import LOCAL_MASTERS
+from spark_jobs.reading.prepare import (
     END,
     REASON,
     SEQ,
@@ -61,22 +53,17 @@ from spark_jobs.prepare import (
     as_read,
     events,
     load,
-    local_input_bytes,
     parquet_footer_schema,
     parquet_key_values,
     parquet_times_sample,
-    prepare_frame,
+    prepared_frame,
     quoted,
-    read_input,
 )
-from spark_jobs.session import get_session, ship_engine, starting, warm_python_workers
-from spark_jobs.side_rows import SideRows
-from spark_jobs.windowed import LATE_SEQ, MISSED, window_job
-from spark_jobs.worker_parquet import LOCAL_MASTERS, write_in_workers, writes_in_workers
+from spark_jobs.sessions.session import ANSI, ZONE, job_settings, ship_engine, warm_python_workers
 
 VECTOR_MODULES = ("numpy", "pyarrow", "pyarrow.parquet", "spanning.engines.parquet_partials",
                   "spanning.kernels.compiled")  # what vector's tasks import: the warm-up loads them (and the kernel)
-PYTHON_MODULES = ("numpy", "pandas", "pyarrow", "spark_jobs.windowed", "spanning.engines.engine",
+PYTHON_MODULES = ("numpy", "pandas", "pyarrow", "spark_jobs.batch.windowed", "spanning.engines.engine",
                   "spanning.engines.keyed", "spanning.engines.streams", "spanning.aggregates.distinct",
                   "spanning.kernels.hll")  # what the Python plan's tasks import, and the kernels they call
 # (``windowed.warm_up``); not the compiled kernel's own warm_up, which loads every kernel (vector's too): that warm-up
@@ -89,14 +76,7 @@ PLAN_SAMPLE = 50_000  # events measured for --plan auto
 # local inputs below this many bytes take the explode without measuring a sample: a judgement of 2026-11-22, not a
 # measurement (the sample's pass costs a Spark job, and at the sample data's size every plan is within a second)
 SMALL_INPUT = 32 * 2**20
-QUICK_JIT_INPUT = 4 * 2**20  # below this, the JVM's quick compiler alone: 1-2 s less at 20k rows, about even at
 # 200k, 5 s more at 1M rows (docs/BENCHMARKS.md)
-
-
-def small_local_input(inputs: Inputs) -> bool:
-    """Local input files of under ``QUICK_JIT_INPUT`` bytes in all: there the JVM's quick compiler alone pays."""
-    size = local_input_bytes(inputs)
-    return size is not None and size < QUICK_JIT_INPUT
 
 
 def to_time(column, cfg: RunConfig, is_timestamp: bool):
@@ -167,11 +147,14 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     if side is not None and frame is not None and csv_reads_itself(cfg, inputs):
         csv_counts = csv_stats or first_records_stats(cfg, inputs)
     column_stats = None if csv_counts is None else csv_counts.get
-    prepared = load(spark, cfg, inputs) if frame is None else prepare_frame(frame, cfg, inputs, column_stats)
+    if frame is None:
+        prepared = load(spark, cfg, inputs)
+    else:
+        prepared = prepared_frame(frame, cfg, inputs, column_stats=column_stats)
     csv_reads = None if csv_counts is None else csv_plan(prepared, cfg, side.folder)
 
     def csv_replanned(stats: dict[str, ColumnStats]) -> tuple:  # the rows prepared with the files' true counts
-        again = prepare_frame(frame, cfg, inputs, stats.get)
+        again = prepared_frame(frame, cfg, inputs, column_stats=stats.get)
         return again, csv_plan(again, cfg, side.folder)
 
     persisted = []
@@ -229,7 +212,7 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
         if choice.plan == "python":
             return window_job(events(prepared, query.series_start, observe), prepared, spec,
                               series_start=query.series_start != "first")  # fmt: skip
-        # the JVM plans need no per-key series start from the earliest start (spark_jobs.plans.window_runs)
+        # the JVM plans need no per-key series start from the earliest start (spark_jobs.batch.plans.window_runs)
         rows = events(prepared, "first" if query.series_start == "earliest" else query.series_start, observe, late)
         return jvm_window_job(rows, prepared, spec, choice.plan, str(query.series_start),
                               ids if choice.key_ids else None, with_late=False)  # fmt: skip
@@ -293,45 +276,6 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
                     prepared.rows, side, late_counts)
 
 
-def counted(job: Computed, name: str) -> int | None:
-    """The rows of output ``name`` (rejected, late) as the windows' pass counted them, once the windows are
-    written: a JVM plan's counts, or the Python plan's late rows (``Computed.late_counts``); None if uncounted."""
-    if name == "late" and job.late_counts is not None:
-        return job.late_counts.get["late"]
-    return job.counts.get.get(name) if job.counted_by_windows else None
-
-
-EMPTY_RELATION = "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation"
-
-
-@contextlib.contextmanager
-def observed_metrics_kept(spark) -> Iterator[None]:
-    """Keep Spark's adaptive execution from replacing a plan whose shuffle came out empty by an empty relation
-    (``AQEPropagateEmptyRelation``): that drops the query stages below it, and the metrics their ``observe``
-    collected (the rows read and rejected) with them. Found on 2026-11-28: ``--plan vector`` over Parquet whose
-    every row was rejected stopped in PySpark's ``Observation.get`` with a bare assertion error."""
-    from spark_jobs.api import job_settings  # the session's settings changed and given back in one place
-
-    rules = "spark.sql.adaptive.optimizer.excludedRules"
-    with job_settings(spark, {rules: ",".join(filter(None, [spark.conf.get(rules, None), EMPTY_RELATION]))}):
-        yield
-
-
-def write(frame: DataFrame, path: str, fmt: str, in_workers: bool = False) -> None:
-    """``frame`` into the folder ``path`` as ``fmt``: by the Python workers with pyarrow (``in_workers``, see
-    ``spark_jobs.worker_parquet``) or by Spark's writer."""
-    if in_workers:
-        write_in_workers(frame, path)
-        return
-    writer = frame.write.mode("overwrite")
-    if fmt == "csv":  # RFC 4180 (quotes doubled), timestamps as ISO 8601 in the session's time zone
-        writer.options(header=True, escape='"', timestampFormat="yyyy-MM-dd'T'HH:mm:ssXXX").csv(path)
-    else:
-        writer.parquet(path)
-    for marker in [Path(path, "_SUCCESS"), *Path(path).glob(".*.crc")]:  # Hadoop's commit marker and local
-        marker.unlink(missing_ok=True)  # checksums: noise to a reader of the folder, which summary.json vouches for
-
-
 def python_plan_modules(cfg: RunConfig) -> tuple[str, ...]:
     """What the Python plan's tasks import for ``cfg``: ``PYTHON_MODULES``, and the DataSketches library when
     an aggregate is an HLL or KLL sketch."""
@@ -363,83 +307,13 @@ def warm_vector_workers(spark, cfg: RunConfig, inputs: Inputs) -> bool:
     return True
 
 
-def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
-    """Run the job and write its outputs; returns the summary."""
-    began = time.perf_counter()
-    inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)  # mistakes before Spark starts
-    check_plain_columns(cfg, inputs)
-    # the JVM's quick compiler alone where the JVM's share of the work is small: a small input, or Parquet that
-    # vector's tasks read themselves into few partials (the JVM only merges and writes them; docs/BENCHMARKS.md)
-    small_merge = jvm_merge_is_small(cfg, inputs)
-    quick = small_local_input(inputs) or small_merge
-    with Progress(quiet_off_terminal=True) as progress:  # on a terminal: what the seconds before the result go to
-        progress(starting(cfg.spark.master))
-        spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, quick_compiler=quick)
-        warming = warm_vector_workers(spark, cfg, inputs)
-        progress("reading the input and planning the windows")
-        from spark_jobs.api import computed  # the job of spanning.spark.aggregate, over the files as read
-
-        job = computed(spark, read_input(spark, inputs), cfg, inputs, warming, side_outputs=True)  # mistakes show here
-        progress("computing and writing the windows, the rejected and the late rows")
-        try:
-            return _write_outputs(spark, cfg, job, began, few_windows=small_merge)
-        except KindsChanged as changed:  # CSV columns whose first records misled: planned again, on the true counts
-            progress("a column's kind differs from its first records': computing the windows again")
-            release(job)
-            job = computed(spark, read_input(spark, inputs), cfg, inputs, True, True, changed.stats)
-            return _write_outputs(spark, cfg, job, began, few_windows=small_merge)
-        finally:
-            release(job)
-
-
-def _write_outputs(spark, cfg: RunConfig, job: Computed, began: float, few_windows: bool = False) -> dict:
-    """The job's three outputs and summary.json, each output counted as it is written; the windows by the Python
-    workers where they are ``few_windows`` and ``writes_in_workers`` holds."""
-    with output_folder(cfg) as output:
-        written = {}
-        plans = [c.plan for c in job.choices]
-        for name in ("windows", "rejected", "late"):
-            carried = name != "windows" and job.side is not None and job.side.carries(name)
-            rows = job.side.table(name) if carried else None
-            if rows is not None:  # the tasks' rows, few enough to write on the driver, as the local engine does
-                (output / name).mkdir()
-                write_arrow_part(rows, output / name, cfg)
-                written[name] = rows.num_rows
-                continue
-            frame = job.output(name)
-            if name != "windows" and counted(job, name) == 0:
-                # counted while windowing: none, so no pass over the input for them, and no Spark job to write
-                # a part with no rows: the driver writes it (the schema, or the header), as the local engine does
-                (output / name).mkdir()
-                write_arrow_part(to_arrow_schema(frame.schema, timezone="UTC").empty_table(), output / name, cfg)
-                written[name] = 0
-                continue
-            observed = Observation(name)  # counted while written: no second pass over the output
-            in_workers = name == "windows" and writes_in_workers(frame, cfg.output.format, plans, few_windows)
-            try:
-                with observed_metrics_kept(spark):
-                    write(frame.observe(observed, F.count(F.lit(1)).alias("rows")), str(output / name),
-                          cfg.output.format, in_workers)
-            except Exception as err:  # an overflowing sum stops a JVM plan with raise_error: the same error as Python
-                overflow = re.search(r"integer sum of column '(.+?)' exceeds the 64-bit range", str(err))
-                if overflow is None:
-                    raise
-                raise SumOverflowError(overflow.group(1)) from None
-            written[name] = observed.get["rows"]
-        counts = job.counts.get
-        for name in ("rejected", "late"):  # late rows are counted by a windows pass only
-            expected = job.late_counts.get["late"] if name == "late" and job.late_counts is not None else None
-            expected = counts.get(name) if expected is None else expected
-            if expected is not None and expected != written[name]:
-                raise RuntimeError(f"{name} rows counted {expected} but written {written[name]}")
-        return finish_output(
-            cfg,
-            output,
-            rows_read=counts["read"],
-            rejected=counts["rejected"],
-            late=written["late"],
-            windows=written["windows"],
-            seconds=time.perf_counter() - began,
-            spark_master=spark.sparkContext.master,
-            plans=[vars(c) for c in job.choices],
-        )
+def computed(spark: SparkSession, df: DataFrame, cfg: RunConfig, inputs: Any = None,
+             workers_warming: bool = False, side_outputs: bool = False, csv_stats: Any = None) -> Computed:
+    """The batch job of ``cfg`` over ``df`` (``run.compute``) under the job's settings, the engine shipped.
+    ``inputs``: the files ``df`` reads, where the caller knows them (``spanning run``); else found from ``df``.
+    ``workers_warming``: the caller has started the Python workers' warm-up (``run.warm_vector_workers``).
+    ``side_outputs``: the caller writes the outputs windows first; ``csv_stats``: known CSV counts (``run.compute``)."""
+    ship_engine(spark)
+    with job_settings(spark, {ZONE: cfg.events.timezone, ANSI: "false"}):
+        return compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs,
+                       csv_stats=csv_stats)

@@ -3,7 +3,7 @@
 ``spanning run`` plans the job with the column kinds of the files' first records (``first_records_stats``): the
 kinds that ``prepare`` gives columns from counts over the whole column. ``vector``'s tasks then read their byte
 ranges once: they type and reduce the rows, write their late and rejected rows into the run's side folder
-(``spark_jobs.side_rows``), and count every column's forms. Once the windows are written, ``checked_kinds`` adds up
+(``side_rows``), and count every column's forms. Once the windows are written, ``checked_kinds`` adds up
 those counts: the kinds that the whole files give. Where a column the windows read takes another kind, the job is
 planned and run again with the true counts (``KindsChanged``); where only a column that late/ and rejected/ carry
 does, those are typed by the true kinds.
@@ -37,7 +37,7 @@ from spanning.app.csv_partials import (
 from spanning.app.files import Inputs
 from spanning.app.jobspec import RunConfig
 from spanning.engines.reader import ColumnStats
-from spark_jobs.plans import (
+from spark_jobs.batch.plans import (
     READ_SIDE_FROM,
     VECTOR_PER_WINDOW,
     python_only,
@@ -45,7 +45,7 @@ from spark_jobs.plans import (
     sketches_or_sets,
     tasks_read_plan,
 )
-from spark_jobs.prepare import Prepared, local_input_bytes
+from spark_jobs.reading.prepare import Prepared, local_input_bytes
 
 CSV_MODULES = ("spanning.app.csv_partials", "spanning.app.csv_records")  # what the tasks import besides vector's
 

@@ -1,6 +1,6 @@
 """Spark's ``xxhash64`` of key values, computed in Python: the key ids of the JVM plans without a join.
 
-The plans group by a long per key (``spark_jobs.plans.key_ids``). Spark computes it on every row as
+The plans group by a long per key (``spark_jobs.batch.plans.key_ids``). Spark computes it on every row as
 ``xxhash64(key columns)``, an expression, instead of joining each row to a table of dense ids; the windows
 get their key back by a broadcast join of the few distinct keys on that long. That is exact only when the
 distinct keys have distinct hashes, which the driver checks here, over the distinct keys it collected, with

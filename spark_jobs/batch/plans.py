@@ -20,7 +20,7 @@ positive. That is column arithmetic, with no sort and no Python. The windows the
   (``parquet_window_job``, with ``spanning.engines.parquet_partials``) and no row enters the JVM; otherwise the
   JVM reads and validates the rows and hands each task's runs to ``mapInArrow``. Counts, sums, means, min and
   max, the distinct counts and quantiles, occupancy and erlang;
-* ``python``: the mapInPandas job (``spark_jobs.windowed``), for what only Python does: the paper's
+* ``python``: the mapInPandas job (``spark_jobs.batch.windowed``), for what only Python does: the paper's
   per-event techniques, point-event SWAGs, and the aggregates these plans do not cover.
 
 Integer sums are exact on every JVM plan (two long sums, see ``_partial``). ``choose_plan`` picks a plan
@@ -56,8 +56,8 @@ from spanning.engines.parquet_partials import COUNTS, MERGE_ROWS, ReadPlan, piec
 from spanning.engines.window_ranges import INT32_MAX, INT32_MIN, LOW_BITS
 from spanning.kernels.windows import event_ends
 from spanning.techniques.registry import has_batch_form
-from spark_jobs.key_hash import spark_xxhash64
-from spark_jobs.prepare import (
+from spark_jobs.batch.key_hash import spark_xxhash64
+from spark_jobs.reading.prepare import (
     EVENT_END,
     INTEGRAL,
     REASON,
@@ -79,7 +79,7 @@ from spark_jobs.prepare import (
 # re-measured with the kernel
 VECTOR_FROM = 8.0
 A, B, MISSED_RUN, K = "_a", "_b", "_missed", "_k"
-LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row columns (spark_jobs.windowed)
+LATE_SEQ, MISSED = "_late_seq", "_windows_missed"  # the window job's late-row columns (spark_jobs.batch.windowed)
 # Parquet bytes from which auto lets vector's tasks read the files: a guess, not measured (below it the Python
 # workers' start is not paid back); from 31 MB (3M rows) up it was measured faster (docs/BENCHMARKS.md, issue 30)
 READ_SIDE_FROM = 8 * 2**20
@@ -151,7 +151,7 @@ def groups_by_its_key(prepared: Prepared) -> bool:
 def choose_plan(cfg: RunConfig, prepared: Prepared, sample: DataFrame | TimesSample | None,
                 csv_read: bool = False) -> Choice:  # fmt: skip
     """The plan for ``cfg``: ``--plan`` if given, else by the aggregates and the windows per event. ``csv_read``:
-    vector's tasks can read the local CSV files in byte ranges (``spark_jobs.csv_read.csv_plan``)."""
+    vector's tasks can read the local CSV files in byte ranges (``spark_jobs.batch.csv_read.csv_plan``)."""
     needs_python, plan = python_only(cfg), cfg.spark.plan
     per_window = cfg.query.per_window_aggregates
     ids = not groups_by_its_key(prepared)  # whether a JVM plan groups by key ids
@@ -297,7 +297,7 @@ def key_ids(events: DataFrame, keys: list[str], known: list[tuple] | None = None
     the text. The distinct keys come from one pass over the keys (or ``known``: read on the driver,
     ``prepare.parquet_key_values``), are collected and broadcast, to give the windows their keys back.
     The id is Spark's ``xxhash64`` of the key columns, an expression each row computes, when the distinct
-    keys' hashes differ (``spark_jobs.key_hash`` checks it on the driver); else a dense number per key,
+    keys' hashes differ (``spark_jobs.batch.key_hash`` checks it on the driver); else a dense number per key,
     which each row gets by a broadcast join (deterministic: numbered on the driver).
     """
     if not keys:
@@ -432,7 +432,7 @@ def jvm_merge_is_small(cfg: RunConfig, inputs: Inputs) -> bool:
     tell before Spark starts: ``vector``'s tasks will read the Parquet row groups (``vector_reads_parquet``),
     and the partials they hand the JVM are estimated at most ``QUICK_COMPILER_PARTIALS``
     (``partials_per_event`` on a task's piece of the first rows). ``spanning run`` then starts the JVM with its
-    quick compiler alone (``spark_jobs.session.get_session``)."""
+    quick compiler alone (``spark_jobs.sessions.session.get_session``)."""
     if not vector_reads_parquet(cfg, inputs):
         return False
     sample = parquet_times_sample(inputs, cfg.events, CHUNK_ROWS, with_keys=True)

@@ -31,7 +31,7 @@ class SideRows:
     """The run's side folder: ``late/`` and (where the tasks judge the rows) ``rejected/``, in the schemas of
     ``schemas`` (the outputs the tasks write, by name: those of the job's own frames, so that both ways agree).
     ``as_text``: the tasks wrote the input's columns as text (CSV), to be typed here by the kinds the whole files
-    give (``spark_jobs.csv_read.checked_kinds``); ``before_sides``: called once the windows are written, before
+    give (``spark_jobs.batch.csv_read.checked_kinds``); ``before_sides``: called once the windows are written, before
     the first side output is read (the CSV kinds' check)."""
 
     def __init__(self, spark: SparkSession) -> None:

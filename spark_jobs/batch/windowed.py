@@ -14,9 +14,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spanning.aggregates import ResultKind, parse_aggregate
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, user_errors
-from spark_jobs.prepare import END, EVENT_END, SEQ, SERIES, START, Prepared, quoted
+from spark_jobs.reading.prepare import END, EVENT_END, SEQ, SERIES, START, Prepared, quoted, result_type
 
 LATE_SEQ, MISSED = "_late_seq", "_windows_missed"
 # the compiled kernels that the batch path's tasks call (``SortedStreamAggregator``: runs, key extremes, labels,
@@ -26,32 +25,15 @@ PLAN_KERNELS = ("chunk_runs", "key_extremes", "run_sums_into", "run_windows", "w
 
 def warm_up(part: int = 0, parts: int = 1) -> float:
     """Load ``PLAN_KERNELS`` (this worker's share of them, ``compiled.warm_up``) and numba's compiler with the
-    first: what a Python worker's warm-up (``spark_jobs.session.warm_python_workers``) runs while the driver plans,
+    first: what a Python worker's warm-up (``session.warm_python_workers``) runs while the driver plans,
     not every kernel of vector's plan. Its seconds."""
     from spanning.kernels import compiled
 
     return compiled.warm_up(part=part, parts=parts, names=PLAN_KERNELS)
 
 
-def result_type(spec: str, prepared: Prepared) -> T.DataType:
-    """Spark type of an aggregate's result column, from the kind of result it declares."""
-    agg = parse_aggregate(spec)
-    kind = agg.capabilities.result
-    if kind in (ResultKind.COUNT, ResultKind.INTEGER):
-        return T.LongType()
-    if kind is ResultKind.FLOAT:
-        return T.DoubleType()
-    if kind is ResultKind.BINARY:
-        return T.BinaryType()
-    if kind is ResultKind.INPUT:
-        return prepared.value_types[agg.result_column]
-    if kind is ResultKind.RESULT_COLUMN:
-        return prepared.value_types.get(agg.result_column) or prepared.result_types[agg.result_column]
-    raise ValueError(f"no Spark type for aggregate {spec!r}")
-
-
 def window_job(events: DataFrame, prepared: Prepared, cfg: RunConfig, series_start: bool) -> DataFrame:
-    """Windows and late events of ``events`` (see ``spark_jobs.prepare.events``)."""
+    """Windows and late events of ``events`` (see ``spark_jobs.reading.prepare.events``)."""
     keys = prepared.keys
     outputs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
     key_fields = [events.schema[k] for k in keys]

@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
@@ -22,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
+from spanning.aggregates import ResultKind, parse_aggregate
 from spanning.app.csv_records import MALFORMED
 from spanning.app.files import Inputs, input_files, plain_name, unknown_column
 from spanning.app.jobspec import (
@@ -37,7 +39,7 @@ from spanning.app.jobspec import (
 )
 from spanning.engines.params import valid_flag as valid_column  # the Spark job sends nulls as these flags
 from spanning.engines.reader import TIME_LIMIT, ColumnStats, column_kind, java_pattern, text_stats, time_kinds
-from spark_jobs.errors import query_context_log_muted
+from spark_jobs.sessions.errors import query_context_log_muted
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
 FRACTION, END_MISSING = "__fraction", "__end_missing"  # prepare's own, between its two projections (renamed on a clash)
@@ -256,7 +258,7 @@ class KindCounts:
     files there when it starts, and keeps the counts in its checkpoint, so that a restart reads the same
     kinds without reading every file again.
 
-    ``column_stats`` (a stream over local Parquet files, ``spark_jobs.stream.local_parquet_stats``; small local CSV
+    ``column_stats`` (a stream over local Parquet files, ``stream.query.local_parquet_stats``; small local CSV
     files, ``local_csv_stats``): ``column_stats(column, plain_only)`` counts an input column on the driver, with the
     local engine's grammar (``spanning.engines.reader.text_stats``, the same patterns as Spark's), or gives None
     where it cannot (a column not in the files as such); a label whose expression is that plain column is then
@@ -499,7 +501,7 @@ def local_input_bytes(inputs: Inputs) -> int | None:
 
 
 #: local CSV files under this many bytes in all have their column kinds counted on the driver (``local_csv_stats``).
-#: Not tuned: the quick compiler's "small local input" (``spark_jobs.run.QUICK_JIT_INPUT``) taken over. The driver
+#: Not tuned: the quick compiler's "small local input" (``QUICK_JIT_INPUT``) taken over. The driver
 #: parsed 1.6 MB (20k rows) in 0.033 s and 3.2 MB (42k rows) in 0.036 s (2026-11-28, 2 cores), against a Spark
 #: job's 0.3 s in a warm session to 3.5 s in a fresh JVM; the bound keeps the whole table off a big input's driver.
 DRIVER_COUNTS_BELOW = 4 * 2**20
@@ -537,14 +539,30 @@ def local_csv_stats(inputs: Inputs | None) -> Callable[[str, bool], ColumnStats 
 def load(spark: SparkSession, cfg: RunConfig, inputs: Inputs | None = None) -> Prepared:
     """Check the inputs (unless ``inputs`` are checked ones), read them and prepare every row (the reader contract)."""
     inputs = inputs or input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)
-    return prepare_frame(read_input(spark, inputs), cfg, inputs)
+    return prepared_frame(read_input(spark, inputs), cfg, inputs)
 
 
-def prepare_frame(frame: DataFrame, cfg: RunConfig, inputs: Inputs | None = None,
-                  column_stats: Callable[[str, bool], ColumnStats | None] | None = None) -> Prepared:  # fmt: skip
-    """Prepare every row of ``frame`` (the reader contract); ``inputs``: the files ``frame`` is a plain read of
-    (``read_input``), whose footers and sizes the plans may use, or None for any other DataFrame. ``column_stats``:
-    the counts of the input's columns made already (``KindCounts``; ``spark_jobs.csv_read.count_csv``)."""
+def prepared_frame(frame: DataFrame, cfg: RunConfig, inputs: Inputs | None = None, *,
+                   column_stats: Callable[[str, bool], ColumnStats | None] | None = None,
+                   kinds: KindCounts | None = None, csv: bool = False) -> Prepared:  # fmt: skip
+    """``frame`` as the prepared frame: every row with its times in chronons, its values as numbers, or a reason
+    (the reader contract). The one way in, for ``spanning.spark.aggregate``'s batch DataFrames and streams, ``spanning
+    run`` and ``spanning stream``: the contract is asked here once, for the files, the column kinds and the rows.
+
+    A batch ``frame``: ``inputs`` are the files it is a plain read of (``read_input``, as ``spanning run`` knows them),
+    else found here when it is a plain read of local Parquet (``plain_parquet_files``), else None (any other
+    DataFrame); their footers and sizes serve the plans. The kinds of its text columns are counted over ``frame``
+    (on the driver for small local CSV files, ``local_csv_stats``), or taken from ``column_stats`` where they were
+    counted already (``spark_jobs.batch.csv_read.KindsChanged``).
+
+    A streaming ``frame`` (which no count can read): the kinds come from ``kinds``, counted over rows of the same
+    schema (the files there at the stream's start, ``kinds_from``, or the checkpoint's saved counts); ``csv``: its
+    rows are CSV records as ``csv_file_records`` reads them.
+    """
+    if frame.isStreaming:
+        return prepare(frame, cfg, csv=csv, kinds=kinds)
+    if inputs is None:
+        inputs = plain_parquet_files(frame)
     kinds = KindCounts(lambda rows=frame: rows, column_stats=column_stats or local_csv_stats(inputs))
     prepared = prepare(frame, cfg, csv=inputs is not None and inputs.format == "csv", kinds=kinds)
     # a DataFrame of the caller's is recomputed rather than cached, as Parquet is (they may cache it themselves)
@@ -559,7 +577,7 @@ def prepare_frame(frame: DataFrame, cfg: RunConfig, inputs: Inputs | None = None
 def value_bounds(prepared: Prepared, columns: list[str]) -> dict[str, ValueBound]:
     """Bounds of the integer value ``columns`` of a local Parquet input, from the files' footers (no Spark job).
 
-    Integer sums are otherwise carried as two parts so that none can overflow (``spark_jobs.plans``); where
+    Integer sums are otherwise carried as two parts so that none can overflow (``spark_jobs.batch.plans``); where
     every row group has statistics, 2 · rows · max |value| < 2^63 proves that a plain long sum of any
     contributions, including the range update's +x and −x, stays exact. Columns without statistics, or
     not plain integer columns, are left out.
@@ -737,3 +755,64 @@ def events(
         first = prepared.rows.where(F.col(REASON).isNull()).agg(F.min(START)).first()[0]  # not the observed rows
         return rows.withColumn(SERIES, F.lit(first).cast("long"))
     return rows.withColumn(SERIES, F.lit(int(series_start)).cast("long"))
+
+
+PARQUET_FORMAT = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
+
+
+def plain_parquet_files(df: DataFrame) -> Any:
+    """The local Parquet files that ``df`` is a plain read of (``spark.read.parquet(...)``, no projection, filter,
+    partition column or other schema), checked as ``spanning run`` checks its inputs; else None.
+
+    The vector plan's tasks then read those files' row groups themselves (``plans.read_plan``), as they do for
+    ``spanning run`` on the same files: no row enters the JVM. Read from the analysed plan through Py4J.
+    """
+    try:
+        plan = df._jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() != "LogicalRelation":
+            return None
+        relation = plan.relation()
+        if relation.getClass().getSimpleName() != "HadoopFsRelation" or (
+                relation.fileFormat().getClass().getName() != PARQUET_FORMAT):  # not a subclass (Delta's, say)
+            return None
+        if relation.partitionSchema().length() != 0:
+            return None
+        uris = list(df.inputFiles())
+    except Exception:  # noqa: BLE001 - another kind of plan, or a Spark without these classes: the general path
+        return None
+    if not uris or any(urlparse(uri).scheme not in ("", "file") for uri in uris):
+        return None
+    try:
+        inputs = input_files([unquote(urlparse(uri).path) for uri in uris], "parquet", warn=False)
+    except UsageError:  # an empty file, say: the general path reads what Spark reads
+        return None
+    footer = parquet_footer_schema(inputs)
+    if footer is None or [(f.name, f.dataType) for f in footer] != [(f.name, f.dataType) for f in df.schema]:
+        return None  # a schema of the caller's that reads the files otherwise than their footers say
+    return inputs
+
+
+def result_type(spec: str, prepared: Prepared) -> T.DataType:
+    """Spark type of an aggregate's result column, from the kind of result it declares."""
+    agg = parse_aggregate(spec)
+    kind = agg.capabilities.result
+    if kind in (ResultKind.COUNT, ResultKind.INTEGER):
+        return T.LongType()
+    if kind is ResultKind.FLOAT:
+        return T.DoubleType()
+    if kind is ResultKind.BINARY:
+        return T.BinaryType()
+    if kind is ResultKind.INPUT:
+        return prepared.value_types[agg.result_column]
+    if kind is ResultKind.RESULT_COLUMN:
+        return prepared.value_types.get(agg.result_column) or prepared.result_types[agg.result_column]
+    raise ValueError(f"no Spark type for aggregate {spec!r}")
+
+
+QUICK_JIT_INPUT = 4 * 2**20  # below this, the JVM's quick compiler alone: 1-2 s less at 20k rows, about even at
+
+
+def small_local_input(inputs: Inputs) -> bool:
+    """Local input files of under ``QUICK_JIT_INPUT`` bytes in all: there the JVM's quick compiler alone pays."""
+    size = local_input_bytes(inputs)
+    return size is not None and size < QUICK_JIT_INPUT

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import logging
 import os
@@ -14,8 +15,14 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spark_jobs.sessions import class_archive
+
+if TYPE_CHECKING:  # pyspark is imported when a session starts (``get_session``), after the check for Java
+    from pyspark.sql import SparkSession
 
 APP_NAME = "spanning"
 #: The JVM option that keeps it to its quick compiler (C1): see ``get_session``
@@ -59,7 +66,7 @@ def check_java() -> str:
             return f"{Path(java).resolve()} {ran.stderr.decode(errors='replace').strip()}"
         except (OSError, subprocess.SubprocessError) as err:
             problem = f"Java at {java} does not run: {err}"
-    from spanning.app.jobspec import UsageError  # only now: ``python -m spark_jobs.class_archive`` starts quickly
+    from spanning.app.jobspec import UsageError  # only now: the class archive's build command starts quickly
 
     raise UsageError(problem)
 
@@ -147,8 +154,6 @@ def compiler_options(java_version: str, quick_compiler: bool, throughput_gc: boo
     >>> compiler_options('openjdk version "17.0.9"\nEclipse OpenJ9 VM', True, True, {})
     []
     """
-    from spark_jobs import class_archive
-
     if not class_archive.is_hotspot(java_version):
         return []
     options = [QUICK_COMPILER_ONLY] if quick_compiler else []
@@ -219,7 +224,7 @@ def get_session(
 ):
     """A SparkSession for spanning jobs (reused if one is active).
 
-    When it starts the driver's JVM itself, it maps the class archive (``spark_jobs.class_archive``) if one was
+    When it starts the driver's JVM itself, it maps the class archive (``spark_jobs.sessions.class_archive``) if one was
     built, and with ``quick_compiler`` it keeps the JVM to its quick compiler (C1): where the JVM's own work is
     small (a small input, or Parquet that vector's tasks read), the optimising compiler's threads only compete
     with the job for the cores (``docs/BENCHMARKS.md``). On ``local-cluster`` the executors' JVMs take it too.
@@ -234,8 +239,6 @@ def get_session(
     java_version = check_java()
     import pyspark
     from pyspark.sql import SparkSession
-
-    from spark_jobs import class_archive
 
     os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))  # local-cluster launches executors from it
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -282,7 +285,8 @@ def get_session(
     if temp is not None and "SPARK_LOCAL_DIRS" not in os.environ:
         conf.set("spark.local.dir", temp)  # the block manager's files too
     if master and workers_import_the_engine(master, os.environ["PYSPARK_PYTHON"]):
-        conf.set("spark.python.daemon.module", "spark_jobs.worker_daemon")  # pyspark compiled, not from its zip
+        # pyspark compiled, not from its zip
+        conf.set("spark.python.daemon.module", "spark_jobs.sessions.worker_daemon")
     try:
         if "PYSPARK_GATEWAY_PORT" not in os.environ:
             launch_driver_jvm(conf)
@@ -476,3 +480,30 @@ def _finds(finder, name: str, origin: str) -> bool:
     except Exception:  # a finder of another installer's making: ship, to be safe
         return False
     return found is not None and found.origin == origin
+
+
+ZONE, ANSI = "spark.sql.session.timeZone", "spark.sql.ansi.enabled"
+
+
+_settings_lock = threading.RLock()  # two calls in threads of one process: one changes settings at a time
+
+
+@contextlib.contextmanager
+def job_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """``settings`` in the session while the block builds (analyses) the job's DataFrames or starts its query, then
+    the session's own values again: Spark fixes ANSI mode and the time zone in an analysed plan, and a query
+    copies the session's settings when it starts. (A query of another thread that is analysed during the block
+    sees them too: the session's settings are the session's, not a thread's.)"""
+    conf = spark.conf
+    with _settings_lock:
+        before = {name: conf.get(name, None) for name in settings}
+        try:
+            for name, value in settings.items():
+                conf.set(name, value)
+            yield
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    conf.unset(name)
+                else:
+                    conf.set(name, value)

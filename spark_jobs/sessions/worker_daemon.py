@@ -8,7 +8,7 @@ once before its first Python task, and so does every new worker.
 
 When the zips lie in the installed package itself (``<site>/pyspark/python/lib/``) and ``<site>`` is on the path,
 this daemon leaves them off: the modules are the same files. Otherwise it changes nothing. Then it runs
-pyspark's own daemon. ``spark_jobs.session`` starts it (``spark.python.daemon.module``) only on a local master
+pyspark's own daemon. ``spark_jobs.sessions.session`` starts it (``spark.python.daemon.module``) only on a local master
 whose workers run this interpreter and import the engine from where the driver does.
 
 >>> site = "/venv/lib/python3.11/site-packages"

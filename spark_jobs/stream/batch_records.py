@@ -2,7 +2,7 @@
 
 ``spanning stream`` writes one record per batch (``CHECKPOINT/spanning/batches/N.json``) after the batch's outputs:
 its counts (rows read, rejected, late, windows), the largest end it saw, each bucket's stats and every bucket's
-state ``Version`` (``spark_jobs.bucket_store``). A batch starts from the versions of the record before it
+state ``Version`` (``spark_jobs.stream.bucket_store``). A batch starts from the versions of the record before it
 (``versions_before``), so a batch that Spark runs again reads the state its first run read.
 
 Spark runs again only batches after its last commit, so only the last records are ever needed whole. Records older
@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.bucket_store import Version, write_whole
+from spark_jobs.stream.bucket_store import Version, write_whole
 
 __all__ = ["BatchRecords", "COUNTED", "KEPT", "save_json"]
 

@@ -1,7 +1,7 @@
 """The stream's state store: each bucket's ``OpenWindows`` as a snapshot and the changes of the batches since.
 
-``spanning stream`` hashes keys into buckets (``spark_jobs.stream``), and the driver reduces each batch against
-every bucket's state (``spark_jobs.stream_buckets``). A bucket's windows are files of the stream's checkpoint, one
+``spanning stream`` hashes keys into buckets (``spark_jobs.stream.query``), and the driver reduces each batch against
+every bucket's state (``spark_jobs.stream.buckets``). A bucket's windows are files of the stream's checkpoint, one
 folder per bucket (``CHECKPOINT/spanning/buckets/B/``):
 
 * ``snapshot-V``: the whole state after the bucket's V-th change (``OpenWindows.to_bytes``);

@@ -4,7 +4,7 @@
 driver as Arrow, in one Spark action, and ``BucketReducer`` feeds each bucket's rows to its ``OpenWindows``
 (``spanning.engines.open_windows``: the vectorised SE-Slicing of ``reduce_chunk`` on the compiled kernel, Suzanne
 et al., §3.2.2) in end order, after the control rows' ``advance`` and before their ``flush``. Each bucket's state is
-kept in the checkpoint by ``spark_jobs.bucket_store`` (a snapshot and the changed keys of each batch since), and the
+kept in the checkpoint by ``stream.bucket_store`` (a snapshot and the changed keys of each batch since), and the
 driver keeps the state it wrote, so a stream that runs on reads no state file.
 
 Until 2026-11-28 this step ran in the executors' Python workers as Spark's ``applyInPandasWithState``, one group per
@@ -33,9 +33,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, key_column
 from spanning.engines.inputs import arrow_frame
 from spanning.kernels import threads
-from spark_jobs.bucket_store import NONE, BucketStore, Held, Version
-from spark_jobs.prepare import END, REASON, SEQ, START, Prepared, valid_column
-from spark_jobs.windowed import result_type
+from spark_jobs.reading.prepare import END, REASON, SEQ, START, Prepared, result_type, valid_column
+from spark_jobs.stream.bucket_store import NONE, BucketStore, Held, Version
 
 __all__ = ["BucketReducer", "Reduced", "warm_up_in_background", "BUCKET", "CONTROL", "FLUSH"]
 

@@ -1,0 +1,306 @@
+"""The stream's writer: each micro-batch reduced against the buckets' open windows and written exactly once.
+
+``BatchWriter`` is ``foreachBatch``'s function (through ``batch_function``): a batch's rows come to the driver as
+Arrow, the reducer (``stream.buckets``) releases their windows, and the windows, late and rejected rows are written
+as ``kind/batch=N`` folders, whole or not at all, before the batch's record (``stream.batch_records``). With
+``--idle-flush``, ``IdleFlush`` writes the control file that the next batch hands to every bucket.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from spanning.aggregates import seconds_columns
+from spanning.app.jobspec import EVENTS_COLUMN, key_column
+from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, tzinfo
+from spark_jobs.reading.prepare import REASON
+from spark_jobs.stream.batch_records import BatchRecords, save_json
+from spark_jobs.stream.bucket_store import Version, write_whole
+from spark_jobs.stream.buckets import BUCKET, CONTROL, FLUSH
+from spark_jobs.stream.query import StreamQuery, control_file
+
+TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batches
+
+
+PENDING_FOLDER = "pending"  # in checkpoint/spanning/: the rows of batches Spark committed, until they are written
+
+
+class BatchWriter:
+    """``foreachBatch``: one micro-batch of ``StreamQuery.rows`` into windows/, late/, rejected/ and the summary.
+
+    ``overlap``: the batch's reduction and writes run in a thread of their own while Spark goes on to the next batch,
+    whose rows the executors read meanwhile (one batch in flight: the next waits for it before it is handed over).
+    Spark commits a batch once ``foreachBatch`` returns, so its rows are first kept in the checkpoint
+    (``PENDING_FOLDER``) until its record is written; a restart writes any batch kept there before Spark starts."""
+
+    def __init__(self, job: StreamQuery, output: Path | None, progress: Any = print,
+                 sink: Callable[[dict, int], None] | None = None, overlap: bool = False) -> None:  # fmt: skip
+        """``output``: the folder of windows/, late/, rejected/ and summary.json; or None with ``sink``, which is
+        given each batch's three outputs as Arrow tables (name -> table) and its id, and writes them."""
+        self.job, self.output, self.progress = job, output, progress
+        self.sink = sink if sink is not None else self._write_files
+        # the session's time zone, which the batches' sessions (Spark's copies) keep: the windows' bounds are in it
+        self.zone = job.rows.sparkSession.conf.get("spark.sql.session.timeZone")
+        for orphan in [] if output is None else output.glob("*/_tmp-batch=*"):  # a batch killed while writing:
+            shutil.rmtree(orphan, ignore_errors=True)  # it runs again from the checkpoint
+        self.lock = threading.Lock()
+        # read once: the batches of earlier runs (a batch run again replaces its record), the oldest folded
+        self.records = BatchRecords(Path(job.options.checkpoint) / "spanning")
+        previous = None if output is None else self.output / "summary.json"
+        summary = json.loads(previous.read_text()) if previous is not None and previous.exists() else {}
+        self.dropped_by_spark = summary.get("rows_dropped_by_spark", 0)  # over every run of the stream
+        self.trigger_seconds: dict[str, float] = summary.get("trigger_seconds", {})  # batch -> Spark's trigger time
+        self.trigger_started: dict[str, float] = {}  # batch -> its trigger's start (epoch seconds), this run's
+        self.pending = Path(job.options.checkpoint) / "spanning" / PENDING_FOLDER
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="spanning-batch") if overlap else None
+        self._in_flight: Future | None = None
+        self._write_kept()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        began = time.perf_counter()
+        rows = batch.toArrow()  # the one Spark action of a batch
+        collected = round(time.perf_counter() - began, 3)
+        if self._worker is None:  # no overlap
+            self._finish(rows, batch_id, collected)
+            return
+        self._keep(rows, batch_id)  # before Spark commits the batch
+        self.finish()  # the batch before, whose failure fails this one (its rows are kept: a restart writes them)
+        self._in_flight = self._worker.submit(self._finish, rows, batch_id, collected)
+
+    def finish(self, quietly: bool = False) -> None:
+        """Wait for the batch in flight (``overlap``), raising its failure (``quietly``: not, while another error is
+        on its way; the failed batch's rows stay kept for a restart). Interrupted (Ctrl-C), it is still in flight."""
+        in_flight = self._in_flight
+        if in_flight is None:
+            return
+        try:
+            in_flight.result()
+        except Exception:
+            if not quietly:
+                raise
+        finally:
+            if in_flight.done():  # its outcome given once
+                self._in_flight = None
+
+    def failure(self) -> BaseException | None:
+        """The failure of the batch in flight, once it has failed (``_wait`` stops the stream then, rather than at
+        the next batch, which may be long in coming)."""
+        in_flight = self._in_flight
+        return in_flight.exception() if in_flight is not None and in_flight.done() else None
+
+    def _finish(self, rows: Any, batch_id: int, collected: float) -> None:
+        """A batch's rows, taken to the driver in ``collected`` seconds, reduced and written, then its record."""
+        began = time.perf_counter()
+        counts = self._write(rows, batch_id)
+        record = {"batch": batch_id, **counts, "collect_seconds": collected,
+                  "seconds": round(collected + time.perf_counter() - began, 3), "done_at": round(time.time(), 3)}
+        with self.lock:
+            self.records.add(record)
+        self._kept(batch_id).unlink(missing_ok=True)
+        self.progress(self.describe(record))
+        self.write_summary()
+
+    def _keep(self, rows: Any, batch_id: int) -> None:
+        """A batch's rows in ``PENDING_FOLDER`` as an Arrow file, whole (written under a hidden name, then renamed)."""
+        import pyarrow as pa
+
+        def write(temp: Path) -> None:
+            with pa.OSFile(str(temp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as file:
+                file.write_table(rows)
+
+        self.pending.mkdir(parents=True, exist_ok=True)
+        write_whole(self._kept(batch_id), write)
+
+    def _kept(self, batch_id: int) -> Path:
+        """Where a batch's rows are kept until it is written."""
+        return self.pending / f"{batch_id:08d}.arrow"
+
+    def _write_kept(self) -> None:
+        """The batches that Spark committed before their outputs were written (the process stopped in between):
+        written from their kept rows, in batch order, before Spark starts the next."""
+        import pyarrow as pa
+
+        for path in sorted(self.pending.glob("[0-9]*.arrow")) if self.pending.exists() else []:
+            if not path.stem.isdigit():  # not one of ours
+                continue
+            batch_id = int(path.stem)
+            if batch_id in self.records.by_batch:  # written, its rows not yet removed
+                path.unlink()
+                continue
+            with pa.OSFile(str(path)) as source:  # read into memory: the file goes once the batch is written
+                rows = pa.ipc.open_file(source).read_all()
+            self.progress(f"batch {batch_id}: committed by Spark before it was written; written from {path}")
+            self._finish(rows, batch_id, 0.0)
+
+    def _write(self, rows: Any, batch_id: int) -> dict:
+        """A batch's rows (as Arrow, on the driver) reduced against the buckets' state as it was before this batch,
+        then each output's files, whole or not at all."""
+        import pyarrow as pa
+
+        job = self.job
+        began = time.perf_counter()
+        before = self.versions_before(batch_id)
+        reduced = job.reducer(rows, before)
+        windows = self._as_output(reduced.windows, self.zone)
+        computed = time.perf_counter()
+        keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
+        outputs = {
+            "windows": (windows, {**keys, "window_start": "window_start", "window_end": "window_end",
+                                  **{n: i for n, i in job.aggregates.items() if n != EVENTS_COLUMN}}),
+            "late": (reduced.late, {**job.originals, "windows_missed": "windows_missed"}),
+            "rejected": (reduced.rejected, {**job.originals, REASON: REASON}),
+        }  # fmt: skip
+        tables = {kind: pa.table({name: rows.column(internal) for name, internal in columns.items()})
+                  for kind, (rows, columns) in outputs.items()}  # fmt: skip
+        counts = {kind: rows.num_rows for kind, rows in tables.items()}
+        self.sink(tables, batch_id)
+        stats = reduced.buckets
+        ends = [b["max_end"] for b in stats.values() if b["max_end"] is not None]
+        # every bucket's state version after this batch: those it left alone carried over
+        after = {**{str(b): list(v) for b, v in before.items()}, **{str(b): s["version"] for b, s in stats.items()}}
+        return {"rows_read": sum(b["accepted"] for b in stats.values()) + counts["rejected"], **counts,
+                "max_end": max(ends) if ends else None, "compute_seconds": round(computed - began, 3),
+                "state_written": sum(b["state_written"] for b in stats.values()),
+                "write_seconds": round(time.perf_counter() - computed, 3),
+                "buckets": {str(b): {k: v[k] for k in ("keys", "held_windows", "state_bytes", "state_written")}
+                            for b, v in stats.items()},
+                "versions": after}  # fmt: skip
+
+    def versions_before(self, batch_id: int) -> dict[int, Version]:
+        """Each bucket's state version as the last batch before ``batch_id`` left it (a batch that Spark runs again
+        starts from the state its first run started from)."""
+        with self.lock:
+            return self.records.versions_before(batch_id)
+
+    def _write_files(self, tables: dict, batch_id: int) -> None:
+        """Each non-empty output of a batch as ``kind/batch=N/``, renamed in whole: a batch run again after a crash
+        replaces its own folders."""
+        import pyarrow.parquet as pq
+
+        for kind, rows in tables.items():
+            if not rows.num_rows:
+                continue
+            final = self.output / kind / f"batch={batch_id}"
+            temp = self.output / kind / f"_tmp-batch={batch_id}"
+            shutil.rmtree(temp, ignore_errors=True)
+            temp.mkdir(parents=True)
+            pq.write_table(rows, temp / "part-00000.parquet")
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(temp, final)
+
+    def _as_output(self, windows: Any, zone: str) -> Any:
+        """The reducer's windows as the job writes them: their bounds as times (in the session's time zone, as
+        Spark hands timestamps to Arrow; ``spark_jobs.batch.compute.to_time``) and ``occupancy`` in seconds
+        (``spark_jobs.batch.compute.to_seconds``), as ``spanning run``'s SQL makes them."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        job = self.job
+        per_second = CHRONONS_PER_SECOND[job.cfg.events.time_unit]
+        if job.prepared.time_is_timestamp:
+            for name in ("window_start", "window_end"):
+                micros = pc.multiply_checked(windows.column(name), 1_000_000 // per_second)
+                windows = windows.set_column(windows.schema.get_field_index(name), name,
+                                             micros.cast(pa.timestamp("us", zone)))  # fmt: skip
+        for name in seconds_columns(job.cfg.query.aggregate_columns, job.cfg.events.time_unit):
+            internal = job.aggregates[name]  # chronons / chronons per second
+            seconds = pc.divide(windows.column(internal).cast(pa.float64()), float(per_second))
+            windows = windows.set_column(windows.schema.get_field_index(internal), internal, seconds)
+        return windows
+
+    def describe(self, record: dict) -> str:
+        watermark = self.watermark()
+        if watermark is not None and self.job.prepared.time_is_timestamp:  # as a time in --timezone
+            events = self.job.cfg.events
+            seconds = watermark * CHRONON_MS[events.time_unit] / 1000
+            watermark = datetime.fromtimestamp(seconds, tzinfo(events.timezone)).isoformat(sep=" ")
+        rate = record["rows_read"] / record["seconds"] if record.get("seconds") else 0.0
+        return (f"batch {record['batch']}: {record['rows_read']} rows, {record['windows']} windows released,"
+                f" {record['late']} late, {record['rejected']} rejected, watermark {watermark},"
+                f" {record.get('seconds', 0):.2f} s ({rate:,.0f} rows/s)")  # fmt: skip
+
+    def watermark(self) -> int | None:
+        """The stream's watermark: the largest end seen, minus --max-disorder."""
+        largest = self.records.max_end()
+        return None if largest is None else largest - self.job.options.max_disorder
+
+    def recent_triggers(self) -> dict[str, float]:
+        """``trigger_seconds`` of the last ``TRIGGERS_KEPT`` batches (a stream that runs for months stays small)."""
+        recent = sorted(self.trigger_seconds, key=int)[-TRIGGERS_KEPT:]
+        self.trigger_seconds = {batch: self.trigger_seconds[batch] for batch in recent}
+        self.trigger_started = {b: t for b, t in self.trigger_started.items() if b in self.trigger_seconds}
+        return dict(self.trigger_seconds)
+
+    def batch_seconds(self) -> dict[str, float]:
+        """Of this run's batches whose records are kept: from the start of the batch's trigger to its record, written
+        once its outputs are (with ``overlap``, that runs into the next batch's trigger)."""
+        return {str(r["batch"]): round(r["done_at"] - self.trigger_started[str(r["batch"])], 3)
+                for r in self.records.records() if "done_at" in r and str(r["batch"]) in self.trigger_started}
+
+    def write_summary(self, extra: dict | None = None) -> dict:
+        with self.lock:
+            totals = self.records.totals()
+            read, rejected = totals["rows_read"], totals["rejected"]
+            # the names of spanning run's summary.json (a batch's record keeps its own short names)
+            total = {"rows_read": read, "accepted": read - rejected, "rejected": rejected, "late": totals["late"],
+                     "windows_written": totals["windows"]}  # fmt: skip
+            state = totals["buckets"]  # each bucket as its last batch left it
+            summary = {
+                **total, "batches": totals["batches"], "watermark": self.watermark(),
+                **{name: sum(b[name] for b in state.values()) for name in ("keys", "held_windows", "state_bytes")},
+                "rows_dropped_by_spark": self.dropped_by_spark, "trigger_seconds": self.recent_triggers(),
+                "batch_seconds": self.batch_seconds(),
+                "output": None if self.output is None else str(self.output),
+                "checkpoint": str(Path(self.job.options.checkpoint).resolve()),
+                **(extra or {}),
+            }  # fmt: skip
+            if self.output is not None:
+                save_json(self.output / "summary.json", summary)
+            return summary
+
+
+class IdleFlush:
+    """With ``--idle-flush``: after a batch that moved the watermark, a control file for every bucket (``advance``)."""
+
+    def __init__(self, job: StreamQuery, writer: BatchWriter) -> None:
+        self.job, self.writer = job, writer
+        self.folder = Path(job.options.checkpoint) / "spanning" / "control"
+        # the clock of the last control file: only a later one is written
+        self.last = max((json.loads(path.read_text().splitlines()[0])[CONTROL]
+                         for path in self.folder.glob("advance-*.json")), default=None)  # fmt: skip
+
+    def after_batch(self, batch_id: int) -> None:
+        options, spec = self.job.options, self.job.cfg.query.spec
+        watermark = self.writer.watermark()
+        if options.idle_flush is None or watermark is None:
+            return
+        # windows whose end the watermark passed by --idle-flush: released by a clock past end + TTP
+        clock = watermark - options.idle_flush + spec.ttp + 1
+        if self.last is not None and clock <= self.last:
+            return  # nothing new to release (and no batch of its own to trigger)
+        control_file(self.folder, f"advance-{batch_id:08d}.json",
+                      [{BUCKET: b, CONTROL: clock, FLUSH: False} for b in range(options.buckets)])  # fmt: skip
+        self.last = clock
+
+
+def batch_function(job: StreamQuery, writer: BatchWriter) -> Callable[[DataFrame, int], None]:
+    """``foreachBatch``'s function: the batch written, then (``--idle-flush``) the control file its watermark calls
+    for. One per stream, for all its queries (the drained round's too): ``IdleFlush`` remembers its last clock."""
+    idle = IdleFlush(job, writer)
+
+    def each_batch(batch: DataFrame, batch_id: int) -> None:
+        writer(batch, batch_id)
+        idle.after_batch(batch_id)
+
+    return each_batch
