@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spanning.app.csv_records import MALFORMED, range_body, range_records, text_schema
+from spanning.app.csv_records import MALFORMED, line_at, range_body, range_records, text_schema
 from spanning.app.files import Inputs
 from spanning.app.jobspec import RunConfig
 from spanning.engines.parquet_partials import (
@@ -240,7 +240,7 @@ def _plain_range(path: str, start: int, end: int, plan: CsvPlan) -> _RangeColumn
         return None
     _, body = range_body(path, start, end)
     slots = np.array([wanted.index(name) if name in wanted else -1 for name in plan.names], np.int64)
-    plain, values, line_starts, present, plain_counts = plain_records(np.frombuffer(body, np.uint8),
+    plain, values, line_starts, present, plain_counts = plain_records(body,
                                                                       ord(plan.delimiter), slots, len(wanted))
     if not plain:
         return None
@@ -261,10 +261,9 @@ def _plain_range(path: str, start: int, end: int, plan: CsvPlan) -> _RangeColumn
                          {k: pa.array(column[k]) for k in read.keys}, stats, [], text_rows)  # fmt: skip
 
 
-def _fields(body: bytes, at: int, delimiter: str) -> list[str | None]:
+def _fields(body: np.ndarray, at: int, delimiter: str) -> list[str | None]:
     """The fields of the record at byte ``at`` of ``body`` (no quote in it), as pyarrow's text: null where empty."""
-    line_end = body.find(b"\n", at)
-    return [field or None for field in body[at : len(body) if line_end < 0 else line_end].decode().split(delimiter)]
+    return [field or None for field in line_at(body, at).decode().split(delimiter)]
 
 
 def range_times(text, plan: CsvPlan, integers: tuple[np.ndarray, np.ndarray] | None = None) -> Times:
