@@ -1,6 +1,7 @@
 """What a user writes instead of ``spanning run``: a standalone PySpark script, explode into windows, group by.
 
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 [--max] [--no-key] [--floor]
+    python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --max --floor-windows
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --distinct sketch
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --traffic
     python bench/sql_explode_job.py CDR.csv OUTPUT --range 900 --slide 60 --csv
@@ -10,11 +11,12 @@ Reads the Parquet CDRs (start and end timestamps, cell, bytes, duration), writes
 ``bench/bench_distinct.py`` with ``--distinct FORM``: count(*) and the distinct subscribers of each window
 written as ``FORM`` says (``DISTINCT_FORMS``; ``sketch`` adds the p95 of the durations). ``--no-key`` totals
 all cells (one series); ``--floor`` is the least any job over the file costs: the same read, grouped by cell
-only (no windows), the times read too, and written. ``--traffic`` (``bench/bench_traffic.py``): count(*), the
-seconds of the calls inside each window (each pair clipped with ``least``/``greatest``) and those over the
-range, in Erlangs. Like ``spanning run`` (whose exit stops Spark and removes its temp folders), it stops Spark
-before it exits, and it runs with spanning run's settings (ANSI off, two shuffle partitions per core, local files
-without Hadoop's checksum files), so both are timed the same way.
+only (no windows), the times read too, and written; ``--floor-windows`` groups by cell and the window each call
+ends in (about as many rows written as the job's windows where the keys are many). ``--traffic``
+(``bench/bench_traffic.py``): count(*), the seconds of the calls inside each window (each pair clipped with
+``least``/``greatest``) and those over the range, in Erlangs. Like ``spanning run`` (whose exit stops Spark and
+removes its temp folders), it stops Spark before it exits, and it runs with spanning run's settings (ANSI off, two
+shuffle partitions per core, local files without Hadoop's checksum files), so both are timed the same way.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def main() -> None:
     parser.add_argument("--max", action="store_true", help="also max(duration)")
     parser.add_argument("--no-key", action="store_true", help="one series: all cells together")
     parser.add_argument("--floor", action="store_true", help="group by cell only: the read and the write")
+    parser.add_argument("--floor-windows", action="store_true", help="the floor grouped by cell and each call's last"
+                        " window (one window a call, no explode): the read, a shuffle of every row, and a write of"
+                        " about as many rows as windows")  # fmt: skip
     parser.add_argument("--distinct", choices=sorted(DISTINCT_FORMS), help="count and distinct subscribers")
     parser.add_argument("--traffic", action="store_true", help="count, occupancy and Erlangs (clipped explode)")
     parser.add_argument("--join-cells", type=int, default=0, metavar="N",
@@ -87,6 +92,9 @@ def main() -> None:
         query = (f"SELECT {cell}count(*) AS count, sum(bytes) AS sum_bytes{longest}, min(start) AS first_start,"
                  f" max(end) AS last_end FROM cdr")  # fmt: skip
         query += "" if args.no_key else " GROUP BY cell"
+    elif args.floor_windows:  # as many groups as (cell, window) pairs a call ends in, each written
+        query = (f"SELECT {cell}floor((unix_seconds(end) - 1) / {s}) AS k, count(*) AS count, sum(bytes) AS sum_bytes"
+                 f"{longest}, min(start) AS first_start, max(end) AS last_end FROM cdr GROUP BY {cell}k")  # fmt: skip
     else:
         query = f"""
             SELECT {cell}timestamp_seconds(k * {s}) AS window_start, timestamp_seconds(k * {s} + {w}) AS window_end,
