@@ -248,8 +248,8 @@ def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path, p
 @pytest.mark.parametrize("processor", PROCESSORS)
 def test_a_batch_of_several_files_read_by_several_tasks_gives_the_oracle(spark, tmp_path, processor):
     """Two files a trigger, each its own task (a key's calls, and its first call in end order, in either one):
-    the tasks' partials, per-key counts and late candidates merge into the oracle's windows and late rows, with
-    each batch's calls taken in end order."""
+    the rows the tasks read reach the reducer as one batch, taken in end order per key, and give the oracle's
+    windows and late rows."""
     calls = clean_calls(600, seed=5)
     ends = pd.to_datetime(calls["end"])
     edges = pd.date_range("2024-03-04", periods=7, freq="2h")
@@ -516,10 +516,10 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
     assert_equals_batch_job(tmp_path / "out", four_files / "batch")
 
 
-# One processor only: these two start processes of their own (about 100 s and 55 s each, the suite's slowest), and
-# what they add over the in-process tests, the CLI's stop and the output's orphan folders, is shared code. The JVM
-# path's own crash residue (state versions, its orphan folders) is checked in process by
-# test_a_batch_run_again_from_the_same_state_version_writes_the_same_bytes.
+# These two start processes of their own (about 100 s and 55 s each, the suite's slowest): what they add over the
+# in-process tests is the CLI's stop and the output's orphan folders. A batch run again from the state versions of
+# its first run is checked in process by test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes (the
+# stream) and tests/test_bucket_store.py (the store).
 @pytest.mark.parametrize("processor", ["python"])
 def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(four_files, tmp_path, processor):
     args = [sys.executable, "-m", "spanning.cli", "stream", str(four_files / "in"), "--output", str(tmp_path / "out"),
@@ -603,7 +603,9 @@ def test_processing_time_trigger_flushes_idle_keys_live_and_stops_cleanly_on_ctr
 
 
 def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark, tmp_path):
-    from spanning.app.jobspec import RunConfig
+    """The stream's rows and reducer in a pipeline of one's own (``foreachBatch`` calling the reducer): the windows
+    it releases, then those its buckets still hold, are the oracle's, and its late rows the oracle's."""
+    from spanning.app.jobspec import RunConfig, key_column
     from spark_jobs.stream.query import streaming_rows
 
     calls = clean_calls(200, seed=3)
@@ -634,6 +636,20 @@ def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark,
     assert (windows[job.aggregates["count"]] == windows[job.aggregates["__events"]]).all()
     assert sorted(versions) == sorted({b for r in seen for b in r.buckets})
     assert all(v.version for v in versions.values())
+    # the windows released, then those the buckets' states still hold (the end of the stream): the oracle's
+    held = [state.flush() for _, state in job.reducer.held.values()]
+    every = pd.concat([windows, *held], ignore_index=True)
+    every = every[every[job.aggregates["__events"]] > 0].rename(columns={key_column(0): "cell",
+                                                                        job.aggregates["count"]: "count"})
+    every = every.sort_values(["cell", "window_start"], kind="stable")
+    events = oracle_events([calls.iloc[:100], calls.iloc[100:]])  # a batch's calls in end order
+    expected, expected_late = oracle(events, 900, 300, 600, 0, {"count": "count"})
+    expected = {k: [w for w in ws if w[2]["count"]] for k, ws in expected.items()}
+    assert_same_windows(frame_windows(every, {"count": "count"}, key="cell"), expected)
+    late = pd.concat([r.late.to_pandas() for r in seen], ignore_index=True)
+    missed = {events[seq][3]["call_id"]: n for seq, n in expected_late.items()}
+    assert len(missed) > 0  # some calls are late
+    assert dict(zip(late[job.reducer.originals["call_id"]].astype(str), late["windows_missed"], strict=True)) == missed
 
 
 def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_path):
@@ -668,7 +684,7 @@ def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_
 
 @pytest.mark.parametrize("processor", PROCESSORS)
 def test_distinct_counts_and_quantiles_stream_as_the_batch_job_gives_them(spark, tmp_path, processor):
-    """count_distinct, percentile and the sketches through either processor's state (sets, value lists and
+    """count_distinct, percentile and the sketches through the stream's state (sets, value lists and
     sketch bytes kept between batches): a drained stream == spanning run on the same files."""
     from spanning.cli import main
 
@@ -723,7 +739,8 @@ def test_malformed_csv_records_are_rejected_as_the_batch_job_rejects_them(spark,
     assert got.astype(object).values.tolist() == expected.reset_index(drop=True).astype(object).values.tolist()
 
 
-def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_spark_counts_them(spark, tmp_path):
+def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_spark_counts_them(spark, tmp_path,
+                                                                                                   monkeypatch):
     """The stream's start counts the kinds of its text columns over the files there with pyarrow, file by file, not
     a Spark job, and a new stream counts them ahead, while its JVM starts: the counts must be Spark's, value for
     value (date-times, epoch numbers, decimals, garbage, nulls, plain integers past 64 bits), either way, and a file
@@ -754,17 +771,26 @@ def test_the_column_kinds_of_local_parquet_files_are_counted_on_the_driver_as_sp
         return counted(name, plain_only)
 
     frame = spark.read.parquet(str(folder))
+    read_files: list = []  # the files the counts read, once the files are counted ahead
     for ahead in (False, True):
-        if ahead:  # the files counted ahead: the counts are taken from there
+        if ahead:  # the files counted ahead: the counts are taken from there, no file read again
             query.count_kinds_ahead(cfg, input_files(cfg.inputs.paths, "parquet", ",", warn=False))
-            assert {key[-1] for key in query._COUNTED_AHEAD if key[0].startswith(str(folder))} == {"t"}  # text only
+            made = {key: future for key, future in query._COUNTED_AHEAD.items() if key[0].startswith(str(folder))}
+            assert {key[-1] for key in made} == {"t"}  # text only
+            for future in made.values():
+                future.result(timeout=60)
+            monkeypatch.setattr(query, "_parquet_counts",
+                                lambda path, *rest, reading=query._parquet_counts: read_files.append(path)
+                                or reading(path, *rest))  # fmt: skip
         for full in (None, set()):  # every count, and the plain ones only
             on_driver = KindCounts(lambda: frame, None, column_stats)("", {"x": F.col("t")}, full, {"x": "t"})
             assert on_driver == _text_stats(frame, {"x": F.col("t")}, full)
     assert asked == ["t", "t"] * 2  # counted on the driver every time
+    assert read_files == [], "the counts made ahead are taken, not made again"
     assert on_driver["x"].present == len(values) - 1
     pq.write_table(pa.table({"t": ["2024-03-04 00:00:02"] * 3, "n": [1, 2, 3]}), folder / "p0.parquet")  # changed
     assert counted("t", False).present == 3 + len(values[1::2])  # not the counts made ahead of the old file
+    assert [Path(path).name for path in read_files] == ["p0.parquet"]  # the changed file alone is read again
     assert counted("missing", False) is None  # a column not in the files (a partition column): Spark counts it
     assert query.local_parquet_stats(cfg, "csv") is None
 
