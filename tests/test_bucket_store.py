@@ -148,34 +148,3 @@ def test_a_batch_run_again_reads_the_version_spark_committed_and_writes_it_again
     assert again == failed and (tmp_path / "0" / f"delta-{again.version}").read_bytes() == first_bytes
     pd.testing.assert_frame_equal(again_windows, first_windows)
     assert len(first_windows) > 0
-
-
-def test_two_copies_of_a_checkpoint_run_side_by_side_each_go_on_from_their_own_state(tmp_path):
-    """A checkpoint copied and both copies run in one session (two queries, so two reducers): each keeps its own
-    states, and at equal version numbers neither goes on from the other's. Until 2026-11-28 the process kept the
-    states by the id in the checkpoint, which a copy shares, and the second query took the first's state."""
-    import shutil
-
-    spec, aggregates = (900, 60, 600, 0), {"n": "count", "sum_x": "sum:x"}
-    original = BucketStore(str(tmp_path / "a"), 0, {})
-    state = original.load(_state(spec, aggregates), NONE)
-    state.feed(_calls([1, 2, 3], at=0))
-    version, _ = original.save(state, NONE)
-    shutil.copytree(tmp_path / "a", tmp_path / "b")
-    stores = {"a": original, "b": BucketStore(str(tmp_path / "b"), 0, {})}
-    versions = dict.fromkeys(stores, version)
-    references = {}
-    for name in stores:  # each copy's reference: the state in memory, never stored
-        references[name] = _state(spec, aggregates)
-        references[name].feed(_calls([1, 2, 3], at=0))
-    for step in range(4):
-        for name, store in stores.items():  # the same versions, other calls
-            calls = _calls([1, 2] if name == "a" else [3], at=100 * (step + 1), per_key=1 + (name == "b"))
-            state = store.load(_state(spec, aggregates), versions[name])
-            got, expected = state.feed(calls), references[name].feed(calls)
-            pd.testing.assert_frame_equal(_sorted(got[0]), _sorted(expected[0]))
-            versions[name], _ = store.save(state, versions[name])
-        assert versions["a"].version == versions["b"].version
-    for name, store in stores.items():
-        state = store.load(_state(spec, aggregates), versions[name])
-        pd.testing.assert_frame_equal(_sorted(state.flush()), _sorted(references[name].flush()))

@@ -652,6 +652,64 @@ def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark,
     assert dict(zip(late[job.reducer.originals["call_id"]].astype(str), late["windows_missed"], strict=True)) == missed
 
 
+def test_two_copies_of_a_checkpoint_reduced_side_by_side_each_go_on_from_their_own_state(spark, tmp_path):
+    """A checkpoint copied, and each copy reduced by a query's own reducer in one process, at the same state versions
+    with other calls: each gives what a reducer that ran its calls alone gives, to its last window. Until 2026-11-28
+    the process kept the states by an id in the checkpoint, which a copy shares, and the second took the first's."""
+    import shutil
+
+    from spanning.app.jobspec import RunConfig, key_column
+    from spark_jobs.stream.bucket_store import Version
+    from spark_jobs.stream.query import streaming_rows
+
+    calls = clean_calls(400, seed=11)
+    files = by_end(calls, 4)
+    drop_files(tmp_path / "in", files)
+    cfg = RunConfig.from_parameters({"inputs": [str(tmp_path / "in")], "start": "start", "end": "end", "range": 900,
+                                     "slide": 300, "ttp": 600, "keys": ["cell"], "aggregates": ["count", "sum:bytes"],
+                                     "series_start": "first", "master": "local[2]"})  # fmt: skip
+
+    def job(name: str):
+        return streaming_rows(spark, cfg, StreamOptions(str(tmp_path / name), max_files_per_trigger=1, buckets=2,
+                                                        processor="python"))  # fmt: skip
+
+    first = job("a")
+    batches: list = []  # the rows of each file, as the stream's batches hand them to the reducer
+    query = (first.rows.writeStream.foreachBatch(lambda batch, _: batches.append(batch.toArrow()))
+             .option("checkpointLocation", str(tmp_path / "rows")).trigger(availableNow=True).start())  # fmt: skip
+    query.awaitTermination()
+    assert len(batches) == 4
+
+    def reduce(reducer, sequence: list, versions: dict, released: list) -> None:
+        for rows in sequence:
+            reduced = reducer(rows, versions)
+            versions.update({b: Version(*stats["version"]) for b, stats in reduced.buckets.items()})
+            released.append(reduced.windows.to_pandas())
+
+    def every_window(reducer, released: list) -> list:
+        flushed = [state.flush() for _, state in reducer.held.values()]
+        frame = pd.concat([*released, *flushed], ignore_index=True)
+        columns = [key_column(0), "window_start", "window_end", *first.aggregates.values()]
+        return sorted(map(tuple, frame[columns].astype(str).values.tolist()))
+
+    sequences = {"a": [batches[0], batches[1], batches[3]], "b": [batches[0], batches[2], batches[3]]}
+    versions = {"a": {}, "b": {}}
+    released: dict = {"a": [], "b": []}
+    reducers = {"a": first.reducer}
+    reduce(reducers["a"], sequences["a"][:1], versions["a"], released["a"])  # the first file, then the copy
+    shutil.copytree(tmp_path / "a" / "spanning" / "buckets", tmp_path / "b" / "spanning" / "buckets")
+    versions["b"], released["b"] = dict(versions["a"]), list(released["a"])
+    reducers["b"] = job("b").reducer
+    for step in (1, 2):  # the same versions, other calls, one copy after the other
+        for name in ("a", "b"):
+            reduce(reducers[name], sequences[name][step:step + 1], versions[name], released[name])
+        assert {b: v.version for b, v in versions["a"].items()} == {b: v.version for b, v in versions["b"].items()}
+    for name in ("a", "b"):  # each against a reducer that ran its calls alone, on a checkpoint of its own
+        alone, alone_versions, alone_released = job(f"alone-{name}").reducer, {}, []
+        reduce(alone, sequences[name], alone_versions, alone_released)
+        assert every_window(reducers[name], released[name]) == every_window(alone, alone_released), name
+
+
 def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_path):
     """Exactly once: a batch that Spark runs again (its commit lost in a crash) reads the state version its first
     run read and writes byte-identical windows and late rows; a killed write's folders are removed."""
