@@ -12,7 +12,7 @@ Once the deltas since the snapshot add up to more than the snapshot, the next ch
 so that a load reads at most about twice the state and writing stays within twice the changes.
 
 **Exactly once.** Each batch's record keeps every bucket's ``Version`` (four numbers: which files make its state),
-and a file is written under a temporary name and renamed whole. A batch that fails, or runs again after a crash, is
+and a file is written under a temporary name, flushed to disk and renamed whole (``write_whole``). A batch that fails, or runs again after a crash, is
 given the ``Version`` its first run was given and writes the same next version again, replacing the files of the
 run that did not commit. Files older than the last snapshot but one are removed when a snapshot is written: the
 committed version never needs them. (Until 2026-11-28 Spark's ``applyInPandasWithState`` held the ``Version`` and
@@ -29,6 +29,7 @@ two copies of one checkpoint run in one process could take each other's state.)
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import NamedTuple
 
 from spanning.engines.open_windows import OpenWindows
 
-__all__ = ["BucketStore", "Held", "Version", "STORE_FOLDER"]
+__all__ = ["BucketStore", "Held", "Version", "STORE_FOLDER", "synced", "write_whole"]
 
 STORE_FOLDER = "buckets"  # under CHECKPOINT/spanning/
 Held = dict[int, tuple[int, OpenWindows]]  # a reducer's kept states: bucket -> (version, its state)
@@ -114,9 +115,26 @@ class BucketStore:
 
 
 def write_whole(path: Path, write: Callable[[Path], object]) -> None:
-    """A checkpoint file whole or not at all: ``write`` writes it under a hidden name beside ``path``
+    """A checkpoint file whole or not at all, and on disk: ``write`` writes it under a hidden name beside ``path``
     (``.NAME.PID.tmp``: Spark's file sources skip hidden files, and ``BucketStore`` reads the version in such a
-    name), then it is renamed."""
+    name), whose bytes are flushed to disk before it is renamed, and the rename is flushed with its folder. So a
+    batch's record, written once its state files and outputs are, never names a file that a power loss could leave
+    empty or missing."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     write(temp)
+    synced(temp)
     os.replace(temp, path)
+    synced(path.parent)
+
+
+def synced(path: Path) -> None:
+    """A file's bytes, or a folder's names, flushed to disk (``fsync``). A file system that cannot flush a folder
+    (some network mounts refuse it) leaves the folder as it is."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    except OSError as error:
+        if not path.is_dir() or error.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(descriptor)

@@ -26,7 +26,7 @@ from spanning.app.jobspec import EVENTS_COLUMN, key_column
 from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, tzinfo
 from spark_jobs.reading.prepare import REASON
 from spark_jobs.stream.batch_records import BatchRecords, save_json
-from spark_jobs.stream.bucket_store import Version, write_whole
+from spark_jobs.stream.bucket_store import Version, synced, write_whole
 from spark_jobs.stream.buckets import BUCKET, CONTROL, FLUSH
 from spark_jobs.stream.query import StreamQuery, control_file
 
@@ -196,8 +196,11 @@ class BatchWriter:
             shutil.rmtree(temp, ignore_errors=True)
             temp.mkdir(parents=True)
             pq.write_table(rows, temp / "part-00000.parquet")
+            synced(temp / "part-00000.parquet")  # on disk, with its folder, before the batch's record names it
+            synced(temp)
             shutil.rmtree(final, ignore_errors=True)
             os.replace(temp, final)
+            synced(final.parent)
 
     def _as_output(self, windows: Any, zone: str) -> Any:
         """The reducer's windows as the job writes them: their bounds as times (in the session's time zone, as
