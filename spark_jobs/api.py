@@ -41,6 +41,7 @@ from spanning.app.stream_command import StreamOptions, stream_output
 from spanning.engines.params import Execution
 from spark_jobs.batch.compute import Computed, computed
 from spark_jobs.reading.prepare import REASON, KindCounts, quoted
+from spark_jobs.sessions import session_kind
 from spark_jobs.sessions.session import ANSI, ZONE, job_settings, ship_engine
 
 __all__ = ["BatchResult", "StreamResult", "aggregate"]
@@ -102,14 +103,18 @@ def aggregate(
     a streaming one a ``StreamResult`` (``.write_stream(path, checkpoint=...)``, ``.foreach_batch(fn, ...)``).
     Bad parameters raise ``UsageError`` (a ``ValueError``) with the command's message.
     """
-    if not isinstance(df, DataFrame) or not hasattr(df, "_jdf"):
+    if not isinstance(df, DataFrame):
         hint = ("call .to_spark() on a pandas-on-Spark frame" if type(df).__module__.startswith("pyspark.pandas")
                 else "for pandas or Arrow use spanning.aggregate")  # fmt: skip
-        raise UsageError(f"spanning.spark.aggregate takes a PySpark DataFrame of a classic session, got"
-                         f" {type(df).__module__}.{type(df).__name__} (Spark Connect is not supported; {hint})")
-    if spark is not None and not spark._jsparkSession.equals(df.sparkSession._jsparkSession):
+        raise UsageError(f"spanning.spark.aggregate takes a PySpark DataFrame (of a classic or a Spark Connect"
+                         f" session), got {type(df).__module__}.{type(df).__name__}: {hint}")
+    if spark is not None and not session_kind.same_session(spark, df.sparkSession):
         raise UsageError("spark= is another session than the DataFrame's: leave it out (the DataFrame's is used)")
     spark = df.sparkSession
+    if df.isStreaming and session_kind.is_connect(spark):
+        raise UsageError("a streaming DataFrame of a Spark Connect session is not supported yet: use a classic"
+                         " session (SparkSession.builder.getOrCreate()) or `spanning stream`, or give each batch"
+                         " of files as a batch DataFrame")  # fmt: skip
     keys = [] if key is None else list(key) if isinstance(key, list | tuple) else [key]
     texts = [("start", start), ("end", end), ("duration", duration), *[("key", k) for k in keys]]
     wrong = [(name, value) for name, value in texts if value is not None and not isinstance(value, str)]
@@ -260,11 +265,7 @@ class BatchResult:
         if not self._job.counted_by_windows:
             return None
         observation = self._job.counts
-        try:
-            done = observation._jo is not None and observation._jo.future().isCompleted()
-        except Exception:  # noqa: BLE001 - no such handle in this Spark: count in a pass of our own
-            done = False
-        if not done:
+        if not session_kind.observation_done(observation):
             return None
         try:
             return dict(observation.get)

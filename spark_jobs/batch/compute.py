@@ -59,6 +59,7 @@ from spark_jobs.reading.prepare import (
     prepared_frame,
     quoted,
 )
+from spark_jobs.sessions import session_kind
 from spark_jobs.sessions.session import ANSI, ZONE, job_settings, ship_engine, warm_python_workers
 
 VECTOR_MODULES = ("numpy", "pyarrow", "pyarrow.parquet", "spanning.engines.parquet_partials",
@@ -141,8 +142,7 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     ``csv_stats``: the counts of every column of CSV files read in byte ranges (``csv_read.KindsChanged``); else
     the job is planned with the kinds of their first records, and checked once the windows are written.
     """
-    master = spark.sparkContext.master
-    side = SideRows(spark) if side_outputs and (master == "local" or master.startswith(LOCAL_MASTERS)) else None
+    side = SideRows(spark) if side_outputs and session_kind.is_local_master(spark, LOCAL_MASTERS) else None
     csv_counts = None  # local CSV files that vector's tasks read in byte ranges: the counts the job is planned with
     if side is not None and frame is not None and csv_reads_itself(cfg, inputs):
         csv_counts = csv_stats or first_records_stats(cfg, inputs)
@@ -315,5 +315,12 @@ def computed(spark: SparkSession, df: DataFrame, cfg: RunConfig, inputs: Any = N
     ``side_outputs``: the caller writes the outputs windows first; ``csv_stats``: known CSV counts (``run.compute``)."""
     ship_engine(spark)
     with job_settings(spark, {ZONE: cfg.events.timezone, ANSI: "false"}):
-        return compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs,
-                       csv_stats=csv_stats)
+        job = compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs,
+                      csv_stats=csv_stats)
+        if not session_kind.is_connect(spark):  # analysed as built: the settings are in the frames' plans
+            return job
+        # Connect analyses a frame again at each action, under the settings the session has then: the frames are
+        # analysed now, as views (``session_kind.pinned``), which carry no Observation back to this client
+        frames = session_kind.pinned(spark, {"windows": job.windows, "late": job.late, "rejected": job.rejected,
+                                             "rows": job.rows})  # fmt: skip
+        return job._replace(**frames, counted_by_windows=False)

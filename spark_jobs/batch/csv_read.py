@@ -46,6 +46,7 @@ from spark_jobs.batch.plans import (
     tasks_read_plan,
 )
 from spark_jobs.reading.prepare import Prepared, local_input_bytes
+from spark_jobs.sessions import session_kind
 
 CSV_MODULES = ("spanning.app.csv_partials", "spanning.app.csv_records")  # what the tasks import besides vector's
 
@@ -100,7 +101,7 @@ def csv_plan(prepared: Prepared, cfg: RunConfig, side: str) -> CsvPlan | None:
 def csv_window_job(spark: SparkSession, prepared: Prepared, cfg: RunConfig, plan: CsvPlan,
                    observed: Observation) -> DataFrame:  # fmt: skip
     """The windows of ``vector`` where the tasks read the CSV files' byte ranges (``read_side_job``)."""
-    cores = spark.sparkContext.defaultParallelism
+    cores = session_kind.cores(spark)
     pieces = byte_pieces([(path, os.path.getsize(path)) for path in prepared.inputs.files], cores)
     return read_side_job(spark, prepared, cfg, pieces, plan, observed, partials_of=range_partials)
 

@@ -23,6 +23,7 @@ from spanning.app.local_run import write_arrow_part
 from spanning.app.outputs import finish_output, output_folder
 from spark_jobs.batch.compute import Computed
 from spark_jobs.batch.worker_parquet import write_in_workers, writes_in_workers
+from spark_jobs.sessions import session_kind
 from spark_jobs.sessions.session import job_settings
 
 
@@ -111,6 +112,6 @@ def write_outputs(spark, cfg: RunConfig, job: Computed, began: float, few_window
             late=written["late"],
             windows=written["windows"],
             seconds=time.perf_counter() - began,
-            spark_master=spark.sparkContext.master,
+            spark_master=session_kind.master(spark),
             plans=[vars(c) for c in job.choices],
         )

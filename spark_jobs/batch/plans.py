@@ -72,6 +72,7 @@ from spark_jobs.reading.prepare import (
     quoted,
     valid_column,
 )
+from spark_jobs.sessions import session_kind
 
 # windows per event from which auto takes vector over the explode where Spark reads the rows: set from the 3M-row
 # in-session table of 2026-11-22 (bench/results/benchmarks-history-2026-11-22-to-29.md, "The Spark job against the
@@ -491,7 +492,7 @@ def parquet_window_job(spark, prepared: Prepared, cfg: RunConfig, plan: ReadPlan
     Each task reduces its row groups to partials per (key, window) and counts with
     ``spanning.engines.parquet_partials`` (no row enters the JVM); see ``read_side_job``.
     """
-    cores = spark.sparkContext.defaultParallelism
+    cores = session_kind.cores(spark)
     groups = []
     for path in prepared.inputs.files:
         meta = pq.ParquetFile(path).metadata
@@ -514,7 +515,7 @@ def read_side_job(spark, prepared: Prepared, cfg: RunConfig, work: list[tuple], 
         *[T.StructField(c, T.LongType()) for c in COUNTS],
     ])  # fmt: skip
     arrow_schema = to_arrow_schema(schema)
-    cores = spark.sparkContext.defaultParallelism
+    cores = session_kind.cores(spark)
 
     def partials_of_pieces(batches):  # runs on the executors: pyarrow and numpy only
         from spanning.engines.parquet_partials import task_batches

@@ -33,6 +33,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from spark_jobs.sessions import session_kind
+
 #: Spark's ``spark.sql.parquet.compression.codec`` -> pyarrow's name, for the codecs both write alike
 CODECS = {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "uncompressed": "none", "none": "none"}
 FLAT = (T.NumericType, T.StringType, T.BooleanType, T.TimestampType, T.TimestampNTZType, T.DateType, T.BinaryType)
@@ -46,12 +48,11 @@ def writes_in_workers(frame: DataFrame, fmt: str, plans: list[str], few_windows:
     """Whether ``write_in_workers`` writes ``frame`` as Spark's writer would, its workers are running anyway, and
     the windows are ``few_windows`` (``plans.jvm_merge_is_small``)."""
     spark = frame.sparkSession
-    master = spark.sparkContext.master
     fields = frame.schema.fields
     return (
         few_windows
         and fmt == "parquet"
-        and (master == "local" or master.startswith(LOCAL_MASTERS))
+        and session_kind.is_local_master(spark, LOCAL_MASTERS)
         and any(plan != "explode" for plan in plans)
         and all(isinstance(f.dataType, FLAT) and not isinstance(f.dataType, T.DecimalType) for f in fields)
         and spark.conf.get("spark.sql.parquet.compression.codec", "snappy").lower() in CODECS

@@ -39,6 +39,7 @@ from spanning.app.jobspec import (
 )
 from spanning.engines.params import valid_flag as valid_column  # the Spark job sends nulls as these flags
 from spanning.engines.reader import TIME_LIMIT, ColumnStats, column_kind, java_pattern, text_stats, time_kinds
+from spark_jobs.sessions import session_kind
 from spark_jobs.sessions.errors import query_context_log_muted
 
 SEQ, START, END, SERIES, REASON = "_seq", "_start", "_end", "_series", "reason"
@@ -757,25 +758,18 @@ def events(
     return rows.withColumn(SERIES, F.lit(int(series_start)).cast("long"))
 
 
-PARQUET_FORMAT = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
-
-
 def plain_parquet_files(df: DataFrame) -> Any:
     """The local Parquet files that ``df`` is a plain read of (``spark.read.parquet(...)``, no projection, filter,
     partition column or other schema), checked as ``spanning run`` checks its inputs; else None.
 
     The vector plan's tasks then read those files' row groups themselves (``plans.read_plan``), as they do for
-    ``spanning run`` on the same files: no row enters the JVM. Read from the analysed plan through Py4J.
+    ``spanning run`` on the same files: no row enters the JVM. The read is found in the DataFrame's plan
+    (``session_kind.is_plain_parquet_read``: the analysed plan on a classic session, the client's plan on Connect),
+    its files by ``inputFiles()``; on Connect they must also be files this process sees at the same paths (a local
+    server, or a file system both mount), since the plan reads their footers here.
     """
     try:
-        plan = df._jdf.queryExecution().analyzed()
-        if plan.getClass().getSimpleName() != "LogicalRelation":
-            return None
-        relation = plan.relation()
-        if relation.getClass().getSimpleName() != "HadoopFsRelation" or (
-                relation.fileFormat().getClass().getName() != PARQUET_FORMAT):  # not a subclass (Delta's, say)
-            return None
-        if relation.partitionSchema().length() != 0:
+        if not session_kind.is_plain_parquet_read(df):
             return None
         uris = list(df.inputFiles())
     except Exception:  # noqa: BLE001 - another kind of plan, or a Spark without these classes: the general path

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_jobs.sessions import class_archive
+from spark_jobs.sessions import class_archive, session_kind
 
 if TYPE_CHECKING:  # pyspark is imported when a session starts (``get_session``), after the check for Java
     from pyspark.sql import SparkSession
@@ -397,14 +397,17 @@ def ship_engine(spark) -> Path | None:
     the engine where this process found it (``workers_import_the_engine``): each task of a worker with a zip
     on its path re-reads the zip's index for every package in it (0.1-0.2 s a task, measured), and compiles
     the modules it imports from source. Once per application (``spanning run`` starts its session and then takes
-    the job's way, which ships to any session it is given). Returns the zip, or None when it is not needed.
+    the job's way, which ships to any session it is given); on Spark Connect, once per session, as an artifact of
+    the session (the server's workers are out of this process's sight, so the zip always goes). Returns the zip, or
+    None when it is not needed.
     """
-    if workers_import_the_engine(spark.sparkContext.master, spark.sparkContext.pythonExec):
+    python = session_kind.worker_python(spark)  # not known on Connect: the server's workers are shipped the zip
+    if python is not None and workers_import_the_engine(session_kind.master(spark), python):
         return None
     target = engine_zip()
-    application = spark.sparkContext.applicationId
+    application = session_kind.session_id(spark)
     if application not in _shipped_to:  # once per application: a job on a session already shipped adds nothing
-        spark.sparkContext.addPyFile(str(target))
+        session_kind.add_python_file(spark, target)
         _shipped_to.add(application)
     return target
 
@@ -422,9 +425,8 @@ def warm_python_workers(spark, modules: tuple[str, ...]) -> threading.Thread:
     its share of the kernels (``warm_up(part=i, parts=cores)``) and loads the rest from the cache when it needs
     them; elsewhere every task loads or compiles them all (an executor machine has a cache of its own).
     """
-    cores = spark.sparkContext.defaultParallelism
-    master = spark.sparkContext.master
-    parts = cores if master == "local" or master.startswith(("local[", "local-cluster[")) else 1
+    cores = session_kind.cores(spark)
+    parts = cores if session_kind.is_local_master(spark, ("local[", "local-cluster[")) else 1
 
     def start_worker(batches):  # runs on the executors
         import importlib
