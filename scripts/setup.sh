@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install spanning with its test, Spark, bench and docs extras. Idempotent: re-runs only
+# Create .venv and install spanning with its test, Spark, Spark Connect, bench and docs extras. Idempotent: re-runs only
 # when pyproject.toml changed. Checks for Java 17+, which the Spark job needs, compiles the kernel
 # and builds the class archive.
 set -euo pipefail
@@ -30,7 +30,7 @@ if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
     # one line per package as pip resolves and installs them (pip's own bars show on a terminal only)
     # (PYTHONWARNINGS: setuptools' banner about editable installs is no news to a developer's checkout)
-    PYTHONWARNINGS=ignore .venv/bin/python -m pip install --progress-bar off -e ".[test,spark,bench,docs]" |
+    PYTHONWARNINGS=ignore .venv/bin/python -m pip install --progress-bar off -e ".[test,spark,connect,bench,docs]" |
     while IFS= read -r line; do
         case "$line" in
             Collecting*) say "  ${line%% (*}" ;;
