@@ -252,10 +252,10 @@ def _plain_plan(folder: Path, bytes_kind: str) -> csv_partials.CsvPlan:
 
 @st.composite
 def plain_ranges(draw) -> tuple[bytes, int, int]:
-    """A CSV file's bytes, mostly plain integer records, with now and then what pyarrow reads otherwise or names
-    malformed (a sign, a leading zero, 19 and 20 digits, an empty field, text, non-ASCII text and bytes that are no
-    UTF-8, a carriage return,
-    a field more or less, an empty line), and a byte range of it."""
+    """A CSV file's bytes (lines ending in a line feed, or in a carriage return and a line feed), mostly plain integer
+    records, with now and then what pyarrow reads otherwise or names malformed (a sign, a leading zero, 19 and 20
+    digits, an empty field, text, non-ASCII text and bytes that are no UTF-8, a carriage return, a field more or
+    less, an empty line), and a byte range of it."""
     odd = ["-0", "-7", "007", "", "x", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
            "12345678901234567890", "é", "<ff>", "1\r", "-"]  # fmt: skip
     lines = []
@@ -268,8 +268,9 @@ def plain_ranges(draw) -> tuple[bytes, int, int]:
             fields[draw(st.integers(0, 5))] = draw(st.sampled_from(odd))
         shape = draw(st.sampled_from(["good"] * 20 + ["long", "short", "empty"]))
         lines.append({"good": fields, "long": [*fields, "1"], "short": fields[:4], "empty": []}[shape])
-    text = "\n".join(",".join(fields) for fields in lines) + ("\n" if draw(st.booleans()) else "")
-    data = (",".join(PLAIN_NAMES) + "\n" + text).encode().replace(b"<ff>", b"\xff")  # no UTF-8: pyarrow refuses it
+    ending = draw(st.sampled_from(["\n", "\r\n"]))  # a Windows export's lines end in a carriage return too
+    text = ending.join(",".join(fields) for fields in lines) + (ending if draw(st.booleans()) else "")
+    data = (",".join(PLAIN_NAMES) + ending + text).encode().replace(b"<ff>", b"\xff")  # no UTF-8: pyarrow refuses it
     start = draw(st.integers(0, len(data)))
     return data, start, draw(st.integers(start, len(data)))
 

@@ -260,14 +260,14 @@ def range_body(path: str, start: int, end: int) -> tuple[int, np.ndarray]:
 
 
 def line_at(body: np.ndarray, at: int) -> bytes:
-    """The line of ``body`` (``range_body``'s bytes) that starts at ``at``, without its line feed."""
+    """The line of ``body`` (``range_body``'s bytes) that starts at ``at``, without its line feed (nor the carriage
+    return before it)."""
     stop = at
     while True:
         found = np.flatnonzero(body[stop : stop + 4096] == 10)
-        if len(found):
-            return body[at : stop + int(found[0])].tobytes()
-        if stop + 4096 >= len(body):
-            return body[at:].tobytes()
+        if len(found) or stop + 4096 >= len(body):
+            line = body[at : stop + int(found[0])] if len(found) else body[at:]
+            return line[:-1].tobytes() if len(line) and line[-1] == 13 else line.tobytes()
         stop += 4096
 
 

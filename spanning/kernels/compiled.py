@@ -678,8 +678,9 @@ def plain_integers(offsets, data, valid):
 def plain_records(data, delimiter, slots, wanted):
     """CSV records of plain integers read straight from their bytes ``data`` (whole lines, no quote character), when
     the pyarrow text reader would give the same records: each line of ``len(slots)`` fields split at ``delimiter``,
-    empty lines skipped (as pyarrow skips them), every field whose ``slots[f] >= 0`` a plain integer
-    (``plain_integers``' pattern), no byte past ASCII (pyarrow checks UTF-8) and no carriage return.
+    ending in a line feed or a carriage return and a line feed (a Windows export), empty lines skipped (as pyarrow
+    skips them), every field whose ``slots[f] >= 0`` a plain integer (``plain_integers``' pattern), no byte past
+    ASCII (pyarrow checks UTF-8) and no carriage return but before a line feed.
 
     Returns (whether they are, the ``wanted`` columns' values ``[slot, record]``, each record's first byte, per
     field the records where it is present (not empty: pyarrow's null) and where a plain integer). Where they are
@@ -697,6 +698,9 @@ def plain_records(data, delimiter, slots, wanted):
         if data[i] == 10:  # an empty line
             i += 1
             continue
+        if data[i] == 13 and i + 1 < n and data[i + 1] == 10:  # an empty line of a Windows export
+            i += 2
+            continue
         line_starts[row] = i
         field = 0
         while True:  # a field: its digits summed as they are passed (a byte that is no digit wraps above 9)
@@ -705,7 +709,7 @@ def plain_records(data, delimiter, slots, wanted):
             bad = False
             while i < n:
                 c = data[i]
-                if c == delimiter or c == 10:
+                if c == delimiter or c == 10 or (c == 13 and i + 1 < n and data[i + 1] == 10):
                     break
                 d = np.uint64(c) - np.uint64(48)
                 bad |= d > np.uint64(9)
@@ -739,7 +743,7 @@ def plain_records(data, delimiter, slots, wanted):
         if field != width:
             return False, values[:, :0], line_starts[:0], present, plain
         row += 1
-        i += 1  # past the line feed
+        i += 2 if i < n and data[i] == 13 else 1  # past the line feed (and the carriage return before it)
     return True, values[:, :row], line_starts[:row], present, plain
 
 # ------------------------------------------------------------------------------------------------------------------
