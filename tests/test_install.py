@@ -175,3 +175,38 @@ def test_pip_install_with_the_spark_extra_gives_a_working_command(tmp_path):
     bench = command(spanning, "bench", "--quick")
     assert bench.returncode == 2 and bench.stderr.startswith("spanning: error: spanning bench needs the bench extra")
     print(f"install {installed:.1f} s, all {time.perf_counter() - began:.1f} s")
+
+
+def test_pip_install_with_the_connect_extra_runs_the_readmes_connect_example(tmp_path):
+    """A clean venv, ``pip install <checkout>[connect]`` (not editable), then README's Spark Connect example run as
+    written from elsewhere, on a local Connect server whose workers run the venv's Python (the server's
+    ``PYSPARK_PYTHON``, as README says); it prints the counts its comment gives."""
+    import ast
+    import re
+
+    began = time.perf_counter()
+    src = _copy_of_the_checkout(tmp_path / "src")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_DRIVER_PYTHON",
+                                                            "PYTHONHOME", "PYTHONDONTWRITEBYTECODE", "SPARK_REMOTE",
+                                                            "PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS")}  # fmt: skip
+    env["PYSPARK_PYTHON"] = str(python)
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile", f"{src}[connect]"],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr[-3000:]
+    installed = time.perf_counter() - began
+    elsewhere = tmp_path / "elsewhere"  # README's path is relative to a folder that holds data/sample_cdr.csv
+    (elsewhere / "data").mkdir(parents=True)
+    shutil.copy(ROOT / "data" / "sample_cdr.csv", elsewhere / "data")
+    block = re.findall(r"```python3\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert len(block) == 1, "README's one python3 block: the Connect example"
+    done = subprocess.run([str(python), "-c", block[0]], cwd=elsewhere, env=env, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = re.search(r"print\(result\.counts\)\s*# (\{.*\})", block[0])
+    assert said and ast.literal_eval(done.stdout.strip().splitlines()[-1]) == ast.literal_eval(said.group(1))
+    print(f"install {installed:.1f} s, all {time.perf_counter() - began:.1f} s")
