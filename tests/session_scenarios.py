@@ -27,6 +27,8 @@ from tests.test_spark_api import AGGS, CELLS, RANGE, SLIDE, TTP, USER_SETTINGS, 
 #: Arrow settings of this test's own
 SETTINGS = {**USER_SETTINGS, "spark.sql.execution.arrow.pyspark.enabled": "true",
             "spark.sql.execution.arrow.maxRecordsPerBatch": "3000"}  # fmt: skip
+#: a parameter's value that stands for the session the calls are made on (``spark=``)
+SESSION = "<the session>"
 #: calls on the typed frame (``typed(spark, calls(), kind)``): name -> (time kind, the call's parameters)
 PARAMETERS: dict[str, tuple[str, dict]] = {
     "strings": ("timestamp", {"range": "15m", "slide": "5m", "ttp": "30m", "aggregates": AGGS, "key": "cell"}),
@@ -48,6 +50,8 @@ PARAMETERS: dict[str, tuple[str, dict]] = {
                                  "plan": "vector"}),
     "explode_plan_fixed_start": ("chronons", {"range": RANGE, "slide": SLIDE, "ttp": TTP, "aggregates": AGGS,
                                               "key": "cell", "plan": "explode", "series_start": 0}),
+    "session_given": ("chronons", {"range": RANGE, "slide": SLIDE, "ttp": TTP, "aggregates": AGGS, "key": "cell",
+                                   "spark": SESSION, "height": "auto", "technique": "se-ml-slicing"}),
     "point_events": ("chronons", {"range": RANGE, "slide": SLIDE, "ttp": TTP, "aggregates": ["count", "max:bytes"],
                                   "key": "cell", "point_events": True}),
     "two_specs": ("chronons", {"windows": ["15m/5m", (3600, "10m")], "ttp": TTP, "aggregates": AGGS, "key": "cell"}),
@@ -136,7 +140,8 @@ def run_scenarios(spark, folder: Path) -> dict:
             if kind not in frames:
                 df = typed(spark, frame.assign(band=[None if i % 9 == 0 else f"b{i % 2}" for i in frame.index]), kind)
                 frames[kind] = df.withColumn("length", df["end"] - df["start"]) if kind == "chronons" else df
-            result = spanning.spark.aggregate(frames[kind], **parameters)
+            given = {name: spark if value == SESSION else value for name, value in parameters.items()}
+            result = spanning.spark.aggregate(frames[kind], **given)
             recorder.results[name] = outputs(recorder, name, result)
 
         mistakes = {}
