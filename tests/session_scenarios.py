@@ -169,6 +169,8 @@ def run_scenarios(spark, folder: Path) -> dict:
         except Exception as err:  # noqa: BLE001 - ANSI on: the cast fails
             usable_after["ansi"] = "CAST_INVALID_INPUT" if "CAST_INVALID_INPUT" in str(err) else str(err)[:200]
         recorder.results["usable_after"] = usable_after
+        recorder.results["views"] = [table.name for table in spark.catalog.listTables()
+                                     if table.name.startswith("spanning_job_")]  # fmt: skip
         recorder.results["changed"] = recorder.changed
     finally:
         for name, value in before.items():

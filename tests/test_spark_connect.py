@@ -9,9 +9,9 @@ joined-and-filtered frame), to the read-side path (a plain Parquet read), and to
 two window specs in one call against two calls). The session's settings (a zone, ANSI on, shuffle partitions, Arrow
 values of the test's own) are read back after every action on both kinds.
 
-The documented differences (README, "Use it from PySpark"): a streaming DataFrame of a Connect session is refused
-in one line (``test_every_parameter...``: the ``stream`` entry), and the result's frames are temporary views of the
-session there.
+The documented differences (README, "Use it from PySpark"), both named in ``test_every_parameter...``: a
+streaming DataFrame of a Connect session is refused in one line (the ``stream`` entry), and the result's frames
+are read from temporary views of the session there (``views``).
 """
 
 from __future__ import annotations
@@ -157,6 +157,9 @@ def test_every_parameter_gives_the_same_frames_on_both_kinds_and_mistakes_the_sa
     assert classic["mistakes"].pop("stream") == "StreamResult"
     assert mistakes.pop("stream").startswith("a streaming DataFrame of a Spark Connect session is not supported yet")
     assert mistakes == classic["mistakes"] and all(mistakes.values()), mistakes
+    # the other: a Connect job's frames are read from temporary views of the session, four a call
+    calls_made = 2 + 2 + len(PARAMETERS)  # the table and the join, the two Parquet reads, the parameters
+    assert len(connect["views"]) == 4 * calls_made and classic["views"] == [], connect["views"][:4]
 
 
 def test_two_window_specs_in_one_call_equal_two_calls_on_both_kinds(both):
