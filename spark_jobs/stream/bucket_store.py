@@ -12,11 +12,11 @@ Once the deltas since the snapshot add up to more than the snapshot, the next ch
 so that a load reads at most about twice the state and writing stays within twice the changes.
 
 **Exactly once.** Each batch's record keeps every bucket's ``Version`` (four numbers: which files make its state),
-and a file is written under a temporary name, flushed to disk and renamed whole (``write_whole``). A batch that fails, or runs again after a crash, is
-given the ``Version`` its first run was given and writes the same next version again, replacing the files of the
-run that did not commit. Files older than the last snapshot but one are removed when a snapshot is written: the
-committed version never needs them. (Until 2026-11-28 Spark's ``applyInPandasWithState`` held the ``Version`` and
-the buckets were reduced in the executors' Python workers.)
+and a file is written under a temporary name, flushed to disk and renamed whole (``write_whole``). A batch that
+fails, or runs again after a crash, is given the ``Version`` its first run was given and writes the same next
+version again, replacing the files of the run that did not commit. Files older than the last snapshot but one
+are removed when a snapshot is written: the committed version never needs them. (Until 2026-11-28 Spark's
+``applyInPandasWithState`` held the ``Version`` and the buckets were reduced in the executors' Python workers.)
 
 **The reducer keeps what it wrote.** The stream's reducer (``stream_buckets.BucketReducer``, one per running query)
 keeps the ``OpenWindows`` of each bucket's version V that it wrote (``held``), and its next batch given version V of
