@@ -5,6 +5,7 @@
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --distinct sketch
     python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --traffic
     python bench/sql_explode_job.py CDR.csv OUTPUT --range 900 --slide 60 --csv
+    python bench/sql_explode_job.py CDR.parquet OUTPUT --range 900 --slide 60 --max --remote local[2]  # Connect
 
 Reads the Parquet CDRs (start and end timestamps, cell, bytes, duration), writes Parquet. Used by
 ``bench/bench_spark_job.py --processes`` to time whole processes against ``spanning run``, and by
@@ -22,6 +23,7 @@ shuffle partitions per core, local files without Hadoop's checksum files), so bo
 from __future__ import annotations
 
 import argparse
+import os
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -57,17 +59,20 @@ def main() -> None:
                         " bytes, duration), read by Spark's reader with a schema")  # fmt: skip
     parser.add_argument("--partitions", type=int, help="spark.sql.shuffle.partitions (default: 2 per core, as"
                         " spanning run)")  # fmt: skip
+    parser.add_argument("--remote", help="a Spark Connect session: sc://host:port, or local[N] for a local server")
     args = parser.parse_args()
     # spanning run's settings: ANSI off, two shuffle partitions per core (or --partitions); the same on both sides
-    builder = SparkSession.builder.appName("explode").config("spark.ui.enabled", "false")
+    builder = SparkSession.builder.remote(args.remote) if args.remote else SparkSession.builder
+    builder = builder.appName("explode").config("spark.ui.enabled", "false")
     builder = builder.config("spark.sql.ansi.enabled", "false")
     # as spanning's session on a local master: local files without Hadoop's checksum files, task results of up to
     # 128 MiB in their status messages (the benches run local)
     builder = builder.config(map={**RAW_LOCAL_FILES, **LOCAL_DIRECT_RESULTS})
     spark = builder.getOrCreate()
-    partitions = args.partitions or 2 * spark.sparkContext.defaultParallelism
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    spark.sparkContext.setLogLevel("ERROR")
+    cores = os.cpu_count() if args.remote else spark.sparkContext.defaultParallelism  # a local server: this machine's
+    spark.conf.set("spark.sql.shuffle.partitions", str(args.partitions or 2 * cores))
+    if not args.remote:
+        spark.sparkContext.setLogLevel("ERROR")
     if args.csv:  # CDRs as a switch exports them (spark_jobs.peers.integer_cdr_csv): epoch seconds, read with a schema
         calls = spark.read.schema("cell long, start long, `end` long, bytes long, duration double")
         calls = calls.option("header", True).csv(args.input)
