@@ -109,6 +109,23 @@ def test_every_subcommand_but_bench_needs_only_the_base_dependencies(tmp_path):
     assert (tmp_path / "busy" / "busy_hours.parquet").exists()
 
 
+def _installed(tmp_path: Path, extra: str, env: dict) -> Path:
+    """The checkout (a copy of it) installed with ``extra`` into a clean venv under ``tmp_path`` by a plain ``pip
+    install``, as a user installs it: the venv's Python."""
+    src = _copy_of_the_checkout(tmp_path / "src")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    # --no-compile: pip byte-compiles none of the 3,485 modules it unpacks (pyspark, pandas, numpy...), 20 s against
+    # 45 s here; the commands run after write the bytecode of the modules they import, once
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile", f"{src}[{extra}]"],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr[-3000:]
+    return python
+
+
 def _copy_of_the_checkout(target: Path) -> Path:
     """What ``pip install .`` builds from, copied so that building writes no build/ into the checkout."""
     skip = shutil.ignore_patterns(".*", "__pycache__", "*.egg-info", "build", "dist", "output", "bench-results")
@@ -123,21 +140,12 @@ def test_pip_install_with_the_spark_extra_gives_a_working_command(tmp_path):
     pip uses this machine's own pip configuration and indexes, nothing added here).
     """
     began = time.perf_counter()
-    src = _copy_of_the_checkout(tmp_path / "src")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python, spanning = venv / "bin" / "python", venv / "bin" / "spanning"
     # a user's environment: no checkout on the path, and Python writes the bytecode of what it imports
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON",
                                                             "PYSPARK_DRIVER_PYTHON", "PYTHONHOME",
                                                             "PYTHONDONTWRITEBYTECODE")}  # fmt: skip
-    # --no-compile: pip byte-compiles none of the 3,485 modules it unpacks (pyspark, pandas, numpy...), 20 s against
-    # 45 s here; the commands below write the bytecode of the modules they import, once
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile", f"{src}[spark]"],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert install.returncode == 0, install.stderr[-3000:]
+    python = _installed(tmp_path, "spark", env)
+    spanning = python.parent / "spanning"
     installed = time.perf_counter() - began
 
     elsewhere = tmp_path / "elsewhere"  # not the checkout: only the installed package can be imported
@@ -150,7 +158,8 @@ def test_pip_install_with_the_spark_extra_gives_a_working_command(tmp_path):
 
     where = command(python, "-c", "import spanning, spark_jobs.sessions.errors, pyspark; print(spanning.__file__)")
     assert where.returncode == 0, where.stderr
-    assert Path(where.stdout.strip()).is_relative_to(venv) and not Path(where.stdout.strip()).is_relative_to(ROOT)
+    imported = Path(where.stdout.strip())
+    assert imported.is_relative_to(python.parent.parent) and not imported.is_relative_to(ROOT)
     for argv in (["--help"], ["run", "--help"]):
         done = command(spanning, *argv)
         assert done.returncode == 0 and "usage: spanning" in done.stdout and done.stderr == "", done.stderr
@@ -185,19 +194,12 @@ def test_pip_install_with_the_connect_extra_runs_the_readmes_connect_example(tmp
     import re
 
     began = time.perf_counter()
-    src = _copy_of_the_checkout(tmp_path / "src")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_DRIVER_PYTHON",
                                                             "PYTHONHOME", "PYTHONDONTWRITEBYTECODE", "SPARK_REMOTE",
-                                                            "PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS")}  # fmt: skip
+                                                            "PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS",
+                                                            "PYSPARK_PYTHON")}  # fmt: skip
+    python = _installed(tmp_path, "connect", env)
     env["PYSPARK_PYTHON"] = str(python)
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile", f"{src}[connect]"],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert install.returncode == 0, install.stderr[-3000:]
     installed = time.perf_counter() - began
     elsewhere = tmp_path / "elsewhere"  # README's path is relative to a folder that holds data/sample_cdr.csv
     (elsewhere / "data").mkdir(parents=True)
