@@ -61,6 +61,7 @@ from spanning.engines.reader import (
     first_reasons,
     number_values,
     plain_integer_values,
+    plain_stats,
     text_stats,
     time_chronons,
 )
@@ -246,12 +247,11 @@ def _plain_range(path: str, start: int, end: int, plan: CsvPlan) -> _RangeColumn
         return None
     n = values.shape[1]
     column = dict(zip(wanted, values, strict=True))
-    every, none = np.ones(n, bool), np.zeros(n, bool)
-    stats = {name: ColumnStats(present=n, integer=n, number=n, date_time=0, plain_integer=n) if name in plan.counted
-             else ColumnStats(present=int(present[i]), plain_integer=int(plain_counts[i]))
+    # a counted column is a used one (checked above), so plain in every record: its forms settled by its plain count
+    stats = {name: plain_stats(int(present[i]), int(plain_counts[i]), plain_only=name not in plan.counted)
              for i, name in enumerate(plan.names)}  # fmt: skip
-    numbers = {name: Numbers(column[name] if kind == "integer" else column[name].astype(np.float64), every, none,
-                             none, none) for name, (_, kind) in read.values.items()}  # fmt: skip
+    every, none = np.ones(n, bool), np.zeros(n, bool)
+    numbers = {name: _plain_numbers(column[name], kind, every) for name, (_, kind) in read.values.items()}
 
     def text_rows(rows: np.ndarray) -> dict:
         fields = [_fields(body, int(line_starts[r]), plan.delimiter) for r in rows]
@@ -287,9 +287,13 @@ def _numbers(text, kind: str, plain: np.ndarray | None) -> Numbers:
     where every value is one, ``_all_plain``) as they are."""
     if plain is None:
         return number_values(text, kind)
-    none = np.zeros(len(text), bool)
-    return Numbers(plain if kind == "integer" else plain.astype(np.float64),
-                   text.is_valid().to_numpy(zero_copy_only=False), none, none, none)  # fmt: skip
+    return _plain_numbers(plain, kind, text.is_valid().to_numpy(zero_copy_only=False))
+
+
+def _plain_numbers(values: np.ndarray, kind: str, present: np.ndarray) -> Numbers:
+    """A value column of plain integers ``values`` as numbers of ``kind``: none garbage, out of range or infinite."""
+    none = np.zeros(len(values), bool)
+    return Numbers(values if kind == "integer" else values.astype(np.float64), present, none, none, none)
 
 
 def _integer_array(text, read: tuple[np.ndarray, np.ndarray]):

@@ -231,10 +231,9 @@ def text_stats(series, plain_only: bool = False, plain: np.ndarray | None = None
     if plain is None:
         plain = plain_integer_values(text)[1]
     plain_integers = int(plain.sum())
-    if plain_only:
-        return ColumnStats(present=present, plain_integer=plain_integers)
-    if plain_integers == present:
-        return ColumnStats(present=present, integer=present, number=present, date_time=0, plain_integer=present)
+    counted = plain_stats(present, plain_integers, plain_only)
+    if counted is not None:
+        return counted
     return ColumnStats(
         present=present,
         integer=int(text_mask(text, "integer").sum()),
@@ -242,6 +241,17 @@ def text_stats(series, plain_only: bool = False, plain: np.ndarray | None = None
         date_time=int(text_mask(text, "date_time").sum()),
         plain_integer=plain_integers,
     )
+
+
+def plain_stats(present: int, plain_integers: int, plain_only: bool) -> ColumnStats | None:
+    """``text_stats``' counts of a column from its ``present`` values and its plain integers alone, where they settle
+    them: what the role "plain" reads (``plain_only``), or a column of plain integers only (each also an integer and a
+    number, and no date-time). None where the other forms must be counted value by value."""
+    if plain_only:
+        return ColumnStats(present=present, plain_integer=plain_integers)
+    if plain_integers == present:
+        return ColumnStats(present=present, integer=present, number=present, date_time=0, plain_integer=present)
+    return None
 
 
 def plain_integer_values(text) -> tuple[np.ndarray, np.ndarray]:

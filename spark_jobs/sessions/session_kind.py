@@ -95,7 +95,8 @@ def observation_done(observation: Observation) -> bool:
             return observation._jo is not None and observation._jo.future().isCompleted()
         except Exception:  # noqa: BLE001 - no such handle in this Spark: count in a pass of one's own
             return False
-    return getattr(observation, "_result", None) is not None  # Connect: set when a response carried it
+    # Connect: ``observe`` sets an empty dict, which the response that carries the metrics fills
+    return bool(getattr(observation, "_result", None))
 
 
 PARQUET_FORMAT = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
