@@ -54,9 +54,9 @@ def _pairs(first, last):
 
 
 def _run_extremes_branch(*arguments) -> str:
-    """The branch ``run_extremes`` takes for these arguments: its Python source (what numba compiled) run under a
-    tracer, "table" when it returns having built the sparse table, else "loop"."""
-    code, taken = compiled.run_extremes.py_func.__code__, []
+    """The branch ``run_extremes`` takes for these arguments: ``run_extremes_into``'s Python source (what numba
+    compiled) run under a tracer, "table" when it returns having built the sparse table, else "loop"."""
+    code, taken = compiled.run_extremes_into.py_func.__code__, []
 
     def trace(frame, event, arg):
         if frame.f_code is not code:
@@ -68,7 +68,8 @@ def _run_extremes_branch(*arguments) -> str:
     before = sys.gettrace()
     sys.settrace(trace)
     try:
-        compiled.run_extremes.py_func(*arguments)
+        first, last, windows, values, sentinel, largest = arguments
+        compiled.run_extremes_into.py_func(first, last, values, largest, np.full(windows, sentinel, values.dtype))
     finally:
         sys.settrace(before)
     assert len(taken) == 1, taken

@@ -152,15 +152,36 @@ def test_key_codes_of_arrow_columns_follow_first_appearance(drawn, texts, compos
     assert got.dtype == np.int64 and got.tolist() == reference(words, keys, keys)[0]
 
 
-def test_the_table_refuses_spans_past_its_bound_and_past_int64():
+def test_spans_past_the_table_s_bound_and_past_int64_are_hashed():
     codes, first = appearance_codes(np.array([9, -3, 9, 4, -3], np.int64), np.zeros(0, bool), 100)
     assert codes.tolist() == [0, 1, 0, 2, 1] and first.tolist() == [0, 1, 3]
     nulls = np.array([False, True, False, True, False])  # the rows' values under the mask are no keys
     codes, first = appearance_codes(np.array([5, 0, 6, 1000, 5], np.int64), nulls, 100)
     assert codes.tolist() == [0, 1, 2, 1, 0] and first.tolist() == [0, 1, 2]
-    for values in ([-(2**63), 2**63 - 1], [0, 1000]):
+    for values in ([-(2**63), 2**63 - 1, -(2**63)], [0, 1000, 0]):  # past int64, past the bound of 100: hashed
         codes, first = appearance_codes(np.array(values, np.int64), np.zeros(0, bool), 100)
-        assert len(codes) == 0 and len(first) == 0
+        assert codes.tolist() == [0, 1, 0] and first.tolist() == [0, 1]
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(distinct=st.integers(1, 3000), rows=st.integers(1, 12_000), seed=st.integers(0, 2**32 - 1),
+       spacing=st.sampled_from(["random", "2^54 apart", "2^32 apart", "consecutive"]),
+       null_share=st.sampled_from([0, 0.1]))  # fmt: skip
+def test_wide_integer_keys_are_hashed_through_every_growth_of_the_table(distinct, rows, seed, spacing, null_share):
+    # the hash table starts at 1,024 slots and grows as it fills to half: thousands of distinct keys, spaced so that
+    # their hashes crowd (multiples of a power of two), with nulls, against the reference's dict
+    rng = np.random.default_rng(seed)
+    if spacing == "random":
+        pool = rng.integers(-(2**63), 2**63 - 1, distinct, dtype=np.int64)
+    else:
+        step = {"2^54 apart": 2**54, "2^32 apart": 2**32, "consecutive": 1}[spacing]
+        pool = np.arange(distinct, dtype=np.int64) * np.int64(step) - np.int64(2**62)  # wraps past 2^9 values at 2^54
+    values = pool[rng.integers(0, distinct, rows)]
+    null = rng.random(rows) < null_share if null_share else np.zeros(0, bool)
+    codes, first = appearance_codes(values, null, 4)  # a bound of 4: every span of two values or more is hashed
+    keys = [None if len(null) and null[i] else int(v) for i, v in enumerate(values)]
+    want_codes, want_first = reference(keys)
+    assert codes.tolist() == want_codes and first.tolist() == want_first
 
 
 def test_keys_in_arrival_order_give_the_windows_of_the_same_keys_as_text():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import types
 
 import numpy as np
@@ -109,3 +110,24 @@ def test_shares_run_in_order_and_all_finish_before_a_failure_is_raised(monkeypat
     with pytest.raises(RuntimeError, match="share 0 failed"):
         threads.in_shares(work, 3)
     assert sorted(finished) == [(1, True), (2, True)]  # the other shares ran on the pool, and were waited for
+
+
+def test_tasks_side_by_side_keep_their_order_and_their_groups_and_run_each_on_one_core(monkeypatch):
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    seen = []
+
+    def task(i):
+        def run():
+            seen.append((i, threading.current_thread().name, threads.shares(100 * threads.SHARED_FROM)))
+            return i * 10
+        return run
+
+    rows = 100 * threads.SHARED_FROM
+    assert threads.side_by_side([task(i) for i in range(3)], rows) == [0, 10, 20]
+    thread_of = {i: name for i, name, _ in seen}
+    # consecutive tasks in a group, the first group the larger: [0, 1] here, [2] beside them
+    assert thread_of[0] == thread_of[1] == threading.current_thread().name != thread_of[2]
+    assert {shares for _, _, shares in seen} == {1}  # a task's kernels are not cut again
+    seen.clear()
+    assert threads.side_by_side([task(i) for i in range(3)], threads.SHARED_FROM - 1) == [0, 10, 20]
+    assert {name for _, name, _ in seen} == {threading.current_thread().name}  # too few rows: one thread

@@ -13,6 +13,7 @@ streaming job carries every key (``spanning.engines.open_windows``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -195,8 +196,12 @@ def reduce_chunk(
         run, first_in, last_in = runs_within(np.zeros(total, dtype=bool) if needed is None else needed, run_first,
                                              run_last)  # fmt: skip
         within = (active_cols.subset(run), first_in, last_in, total)
-    partials = [agg.window_partials(active_cols, run_first, run_last, total) if direct is None
-                else agg.window_partials(*within) for agg, direct in zip(aggregates, results, strict=True)]  # fmt: skip
+    # the aggregates side by side on this process's cores (one group's kernels in one thread): 1M events' count, sum
+    # and max took 9 ms one after the other, their kernels each cut into shares
+    partials = threads.side_by_side([
+        functools.partial(agg.window_partials, active_cols, run_first, run_last, total) if direct is None
+        else functools.partial(agg.window_partials, *within) for agg, direct in zip(aggregates, results, strict=True)
+    ], len(run_first))  # fmt: skip
 
     if carrying:
         for i, (agg, older) in enumerate(zip(aggregates, carried.partials, strict=True)):

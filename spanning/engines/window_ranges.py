@@ -116,8 +116,9 @@ def key_codes(arrays: Sequence) -> np.ndarray:
     """Dense int64 codes of the rows' keys (pyarrow arrays, nulls are a key), equal rows equal codes, in order of
     first appearance.
 
-    In linear time, with no sort: integers over a short span by a table over the span (``appearance_codes``), other
-    columns hashed (Arrow's ``dictionary_encode``); several columns by mixed radix, coded again the same way.
+    In linear time, with no sort: integers by a table over a short span or a hash table over a wide one
+    (``appearance_codes``), other columns hashed (Arrow's ``dictionary_encode``); several columns by mixed radix, their
+    combined integers coded again.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -126,9 +127,9 @@ def key_codes(arrays: Sequence) -> np.ndarray:
         return np.zeros(0, np.int64)
     no_nulls = np.zeros(0, bool)
 
-    def integer_codes(values: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, int] | None:
+    def integer_codes(values: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, int]:
         codes, first = appearance_codes(values, null, 4 * len(values) + 1024)
-        return (codes, len(first)) if len(codes) == len(values) else None  # None: past the span
+        return codes, len(first)
 
     def hashed(array) -> tuple[np.ndarray, int]:
         encoded = pc.dictionary_encode(array, null_encoding="encode")  # nulls one key, in their place
@@ -151,7 +152,7 @@ def key_codes(arrays: Sequence) -> np.ndarray:
             codes, count = part
         else:  # mixed radix, below count * count: coded again so that many key columns never overflow
             combined = codes * part[1] + part[0]
-            codes, count = integer_codes(combined, no_nulls) or hashed(pa.array(combined))
+            codes, count = integer_codes(combined, no_nulls)
     return codes
 
 

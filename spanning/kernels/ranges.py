@@ -145,9 +145,8 @@ def _range_extreme(first, last, n_windows, values, sentinel, largest: bool) -> n
     count = threads.shares(len(values))
     if count < 2 or n_windows * 4 > len(values):  # many windows: one pass, not a band of them per share and a merge
         best = np.full(n_windows, sentinel, values.dtype)  # numpy's huge pages (``compiled.window_labels``)
-        if compiled.run_extremes_into(first, last, values, largest, best):
-            return best
-        return compiled.run_extremes(first, last, n_windows, values, sentinel, largest)
+        compiled.run_extremes_into(first, last, values, largest, best)
+        return best
     cut = threads.bounds(len(values), count)
 
     def share(k: int) -> tuple[int, np.ndarray]:  # the share's band of windows, from its lowest one

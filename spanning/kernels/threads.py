@@ -20,12 +20,12 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import numpy as np
 
-__all__ = ["SHARED_FROM", "bounds", "in_shares", "one_core", "other_cores", "shares"]
+__all__ = ["SHARED_FROM", "bounds", "in_shares", "one_core", "other_cores", "shares", "side_by_side"]
 
 Result = TypeVar("Result")
 
@@ -73,6 +73,23 @@ def in_shares(work: Callable[[int], Result], count: int) -> list[Result]:
         return [work(0), *(other.result() for other in others)]
     finally:
         concurrent.futures.wait(others)
+
+
+def side_by_side(tasks: Sequence[Callable[[], Result]], rows: int) -> list[Result]:
+    """Each of ``tasks`` run, their results in order: cut into ``shares(rows)`` groups of consecutive tasks run side
+    by side (``in_shares``), each task's kernels in one share (``one_core``); all in this thread where ``rows`` rows
+    of work are not shared. Consecutive tasks stay together, so that those that share a memo (the aggregates that
+    count the same runs) compute it once."""
+    count = min(shares(rows), len(tasks))
+    if count < 2:
+        return [task() for task in tasks]
+    cut = [-(-k * len(tasks) // count) for k in range(count + 1)]  # the first groups the larger: [count, sum], [max]
+
+    def group(k: int) -> list[Result]:
+        with one_core():
+            return [task() for task in tasks[cut[k] : cut[k + 1]]]
+
+    return [result for part in in_shares(group, count) for result in part]
 
 
 def available_cores() -> int:
