@@ -278,6 +278,8 @@ def column_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     values = series.to_numpy()
     if values.dtype == object and not isinstance(dtype, pd.CategoricalDtype):
         codes = _object_codes(values)
+        if isinstance(codes, tuple):  # one object per key, none null: the addresses' codes are the keys'
+            return codes
     else:
         codes = pd.factorize(series, use_na_sentinel=True)[0].astype(np.int64, copy=False)
     codes = _null_group(codes)
@@ -319,10 +321,12 @@ def _mostly_grouped(series: pd.Series) -> bool:
     return 4 * differ <= len(head)
 
 
-def _object_codes(values: np.ndarray) -> np.ndarray:
+def _object_codes(values: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``pd.factorize`` codes (-1 for nulls) of an object column, through the objects' addresses where the column
     holds few objects (as read from a file): the addresses are hashed as integers, one object of each hashed as a
-    key. The same object is the same key; an object that is no key (NaN) stays -1."""
+    key. The same object is the same key; an object that is no key (NaN) stays -1. Where each key is one object
+    and none is null (a file's column), the addresses' codes and first rows are the keys': ``(codes, first rows)``,
+    with no gather of the keys' codes and no pass for their first rows (3 ms of 1M rows)."""
     n = len(values)
     values = np.ascontiguousarray(values)  # a column of a 2-D object block is strided: its pointers are not in a row
     head = values[:SAMPLE_ROWS]
@@ -331,8 +335,10 @@ def _object_codes(values: np.ndarray) -> np.ndarray:
     if objects > 2 * keys + 16 or keys > 0.9 * len(head):  # one object per row, or per key and row: no gain
         return pd.factorize(values, use_na_sentinel=True)[0].astype(np.int64, copy=False)
     per_address, first = _integer_codes(addresses, None)  # read while ``values`` holds the objects
-    objects = values[first]
-    return pd.factorize(objects, use_na_sentinel=True)[0].astype(np.int64, copy=False)[per_address]
+    per_object = pd.factorize(values[first], use_na_sentinel=True)[0].astype(np.int64, copy=False)
+    if (per_object == np.arange(len(per_object))).all():  # every object another key, none null
+        return per_address, first
+    return per_object[per_address]
 
 
 def key_runs(series: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
