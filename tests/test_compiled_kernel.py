@@ -275,6 +275,7 @@ def test_workers_compiling_together_each_take_a_share_of_whole_kernels_and_all_a
         loads = [sum(compiled.COMPILE_SECONDS[n] for n in share) for share in shares]
         assert max(loads) - min(loads) <= max(compiled.COMPILE_SECONDS.values()), (parts, shares)
     first, second = compiled.warm_up_shares(2)
-    assert ("run_cells" in first) != ("run_extremes" in first), (first, second)  # the two longest compiles apart
+    longest, next_longest = sorted(compiled.COMPILE_SECONDS, key=compiled.COMPILE_SECONDS.__getitem__)[:-3:-1]
+    assert (longest in first) != (next_longest in first), (first, second)  # the two longest compiles apart
     for part in (0, 1):  # each share runs (loaded from this checkout's cache, or compiled)
         assert compiled.warm_up(every=True, part=part, parts=2) >= 0

@@ -186,6 +186,10 @@ def test_pip_install_with_the_spark_extra_gives_a_working_command(tmp_path):
     print(f"install {installed:.1f} s, all {time.perf_counter() - began:.1f} s")
 
 
+# on the Spark tests' worker (tests/conftest.py), after or before the Connect module, never beside it: a local Connect
+# server listens on Connect's port, 15002, and a second one at the same time fails to start (or its client reaches the
+# other's server, which refuses its token)
+@pytest.mark.xdist_group("spark")
 def test_pip_install_with_the_connect_extra_runs_the_readmes_connect_example(tmp_path):
     """A clean venv, ``pip install <checkout>[connect]`` (not editable), then README's Spark Connect example run as
     written from elsewhere, on a local Connect server whose workers run the venv's Python (the server's
