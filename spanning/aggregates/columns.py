@@ -60,20 +60,26 @@ class BatchColumns:
     """The batch path's view of the events: one numpy array per column, plus which entries are null.
 
     ``seq`` is each event's arrival number (its row position in the input); arg-aggregates break ties
-    on it and return it when no result column is named.
+    on it and return it when no result column is named. A count n stands for the positions 0 .. n − 1, made only
+    if an aggregate reads them (1M of them took 1 ms of a 22 ms ``spanning.aggregate`` that reads none).
     """
 
-    def __init__(
-        self, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], seq: np.ndarray, spans: EventSpans | None = None
-    ) -> None:
+    def __init__(self, columns: Mapping[str, tuple[np.ndarray, np.ndarray]], seq: np.ndarray | int,
+                 spans: EventSpans | None = None) -> None:  # fmt: skip
         self._columns = columns
-        self.seq = seq
+        self._seq = seq
         self.spans = spans  # the events' times and the windows', for aggregates that read them (occupancy)
         self._memo: dict = {}
 
+    @property
+    def seq(self) -> np.ndarray:
+        if isinstance(self._seq, int):  # the row positions, made when first read
+            self._seq = np.arange(self._seq, dtype=np.int64)
+        return self._seq
+
     def with_spans(self, spans: EventSpans) -> BatchColumns:
         """These columns, with the events' times and their windows' geometry."""
-        return BatchColumns(self._columns, self.seq, spans)
+        return BatchColumns(self._columns, self._seq, spans)
 
     def memo(self, key: tuple, compute: Any) -> Any:
         """``compute()``, once per key for these events: what several aggregates of one chunk derive alike
@@ -90,7 +96,12 @@ class BatchColumns:
 
     def subset(self, index: np.ndarray) -> BatchColumns:
         spans = None if self.spans is None else self.spans.subset(index)
-        return BatchColumns({k: (v[index], m[index]) for k, (v, m) in self._columns.items()}, self.seq[index], spans)
+        if isinstance(self._seq, int):  # the positions taken are the index's
+            index = np.asarray(index)
+            seq = np.flatnonzero(index) if index.dtype == bool else index.astype(np.int64)
+        else:
+            seq = self._seq[index]
+        return BatchColumns({k: (v[index], m[index]) for k, (v, m) in self._columns.items()}, seq, spans)
 
 
 @dataclass(frozen=True)

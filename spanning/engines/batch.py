@@ -132,7 +132,7 @@ def _aggregate(
         raise ValueError(f"technique={execution.technique!r}{' with a swag' if execution.swag else ''} cannot"
                          f" compute {refusal}")  # fmt: skip
     if vectorised_path(execution, aggs):
-        cols = batch_columns(frame, aggs, np.arange(len(frame), dtype=np.int64))
+        cols = batch_columns(frame, aggs, len(frame))  # arrival numbers: the row positions
         windows, late_rows, missed = _vectorised(spec, aggs, names, ev, cols)
     else:
         windows, late_rows, missed = _per_event(spec, dict(zip(names, aggs, strict=True)), execution, ev)

@@ -310,10 +310,11 @@ def release_open(spec: WindowSpec, aggregates: Sequence[Aggregate], open_keys: O
 def batch_columns(
     frame: pd.DataFrame,
     aggs: Sequence[Aggregate],
-    seq: np.ndarray,
+    seq: np.ndarray | int,
     valid_columns: Mapping[str, str] | None = None,
 ) -> BatchColumns:
-    """The columns the aggregates read, as numpy arrays with null masks.
+    """The columns the aggregates read, as numpy arrays with null masks; ``seq``: the rows' arrival numbers, or their
+    count when they are the row positions (``BatchColumns``).
 
     ``valid_columns`` maps a column to a boolean column of the frame that says which values are
     present (the Spark job sends nulls that way, values filled with 0, to keep integer dtypes).
