@@ -64,7 +64,7 @@ class CountArrays:
         return (a[0] + b[0],)
 
     def lower_partials(self, partials: tuple) -> Any:
-        return partials[0].astype(np.int64)
+        return partials[0].astype(np.int64, copy=False)  # a column shared with another is copied by its caller
 
 
 class SumArrays:

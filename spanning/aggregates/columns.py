@@ -173,10 +173,11 @@ def is_null(value: Any) -> bool:
 
 
 def nullable(values: np.ndarray, present: np.ndarray) -> pd.api.extensions.ExtensionArray:
-    """Values as a pandas nullable array (Int64 or Float64), null where ``present`` is False."""
+    """Values as a pandas nullable array (Int64 or Float64), null where ``present`` is False; it holds ``values``
+    itself where they are int64 or float64 already (the callers' own arrays: no copy of millions of windows)."""
     if values.dtype.kind in "iub":
-        return pd.arrays.IntegerArray(values.astype(np.int64), ~present)
-    return pd.arrays.FloatingArray(values.astype(np.float64), ~present)
+        return pd.arrays.IntegerArray(values.astype(np.int64, copy=False), ~present)
+    return pd.arrays.FloatingArray(values.astype(np.float64, copy=False), ~present)
 
 
 def value_of(row: Mapping[str, Any] | None, column: str) -> Any:
