@@ -438,6 +438,14 @@ def test_the_python_plan_s_workers_are_warmed_as_the_session_starts_with_what_it
     assert not compute.warm_vector_workers(None, cfg(["count", "sum:v"]), inputs)  # a small file: explode, no Python
     assert warmed == [compute.python_plan_modules(cfg(sketches)), compute.PYTHON_MODULES]
     assert "datasketches" in warmed[0]
+    # local CSV files whose byte ranges vector's tasks read (csv_reads_itself): warmed with the CSV range modules too
+    csv_path = tmp_path / "calls.csv"
+    pd.read_parquet(path).to_csv(csv_path, index=False)
+    csv_cfg = cfg(["count", "sum:v"], plan="vector")
+    csv_cfg.inputs.paths = [str(csv_path)]
+    monkeypatch.setattr(compute.session_kind, "is_local_master", lambda spark, masters: True)
+    assert compute.warm_vector_workers(None, csv_cfg, input_files([str(csv_path)]))
+    assert warmed[-1] == compute.VECTOR_MODULES + compute.CSV_MODULES
 
     code = f"""
 import importlib, sys

@@ -286,9 +286,10 @@ def python_plan_modules(cfg: RunConfig) -> tuple[str, ...]:
 
 def warm_vector_workers(spark, cfg: RunConfig, inputs: Inputs) -> bool:
     """Start the Python workers' warm-up as soon as the session is up, when the files already tell that vector's
-    tasks will read them (``vector_reads_parquet``), or the query alone that the Python plan will run it
-    (``python_plan_certain``): it then runs while the driver reads the input and plans, with a core to spare,
-    rather than in the windows stage's first tasks. Whether it was started.
+    tasks will read them (``vector_reads_parquet``, or local CSV files read in byte ranges: ``csv_reads_itself``),
+    or the query alone that the Python plan will run it (``python_plan_certain``): it then runs while the driver
+    reads the input and plans, with a core to spare, rather than in the windows stage's first tasks. Whether it was
+    started.
 
     Measured 2026-11-28 (30M rows, hot key, 15m/1m, whole processes): the warm-up job took 1.3 s on both cores,
     and the driver's 1.6-2.2 s from the session to the query left one core idle. The Python plan's tasks
@@ -298,6 +299,8 @@ def warm_vector_workers(spark, cfg: RunConfig, inputs: Inputs) -> bool:
     """
     if vector_reads_parquet(cfg, inputs):
         modules = VECTOR_MODULES
+    elif csv_reads_itself(cfg, inputs) and session_kind.is_local_master(spark, LOCAL_MASTERS):
+        modules = VECTOR_MODULES + CSV_MODULES  # the tasks will read the CSV files' byte ranges (``compute``)
     elif python_plan_certain(cfg):
         modules = python_plan_modules(cfg)
     else:
