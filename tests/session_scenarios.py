@@ -91,11 +91,12 @@ def outputs(recorder: Recorder, name: str, result) -> dict:
     """The frames of ``result`` as pandas (windows' bounds as epoch seconds), each taken by an action of its own."""
     began = time.perf_counter()
     windows = recorder.act(f"{name}: windows", lambda: seconds_of(result.windows))
+    counted = result._observed()  # the windows' pass brought back its counts: .late, .rejected need no pass if none
     late = recorder.act(f"{name}: late", lambda: result.late.toPandas())
     rejected = recorder.act(f"{name}: rejected", lambda: result.rejected.toPandas())
     counts = recorder.act(f"{name}: counts", lambda: result.counts)
     return {"windows": windows, "late": late, "rejected": rejected, "counts": counts, "plans": result.plans,
-            "seconds": time.perf_counter() - began}
+            "counted": counted, "seconds": time.perf_counter() - began}
 
 
 def run_scenarios(spark, folder: Path) -> dict:

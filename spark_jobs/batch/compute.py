@@ -151,6 +151,10 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
         prepared = load(spark, cfg, inputs)
     else:
         prepared = prepared_frame(frame, cfg, inputs, column_stats=column_stats)
+    # on Connect, the rows read through a view analysed now, under the job's settings (``session_kind.pinned``):
+    # every frame of the job is built above it, so that the Observations of its passes stay in the plans this
+    # client sends, which bring their metrics back (one inside a view comes back empty)
+    prepared.rows = session_kind.pinned(spark, {"rows": prepared.rows})["rows"]
     csv_reads = None if csv_counts is None else csv_plan(prepared, cfg, side.folder)
 
     def csv_replanned(stats: dict[str, ColumnStats]) -> tuple:  # the rows prepared with the files' true counts
@@ -315,12 +319,8 @@ def computed(spark: SparkSession, df: DataFrame, cfg: RunConfig, inputs: Any = N
     ``side_outputs``: the caller writes the outputs windows first; ``csv_stats``: known CSV counts (``run.compute``)."""
     ship_engine(spark)
     with job_settings(spark, {ZONE: cfg.events.timezone, ANSI: "false"}):
-        job = compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs,
-                      csv_stats=csv_stats)
-        if not session_kind.is_connect(spark):  # analysed as built: the settings are in the frames' plans
-            return job
-        # Connect analyses a frame again at each action, under the settings the session has then: the frames are
-        # analysed now, as views (``session_kind.pinned``), which carry no Observation back to this client
-        frames = session_kind.pinned(spark, {"windows": job.windows, "late": job.late, "rejected": job.rejected,
-                                             "rows": job.rows})  # fmt: skip
-        return job._replace(**frames, counted_by_windows=False)
+        # a classic frame is analysed as built, with these settings in its plan; on Connect, where a server analyses
+        # a frame again at each action, the prepared rows (every expression the settings change) are a view
+        # analysed under them (``compute``), and the job's frames above it read the same whatever the session's
+        return compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs,
+                       csv_stats=csv_stats)
