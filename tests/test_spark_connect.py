@@ -17,6 +17,7 @@ are read from temporary views of the session there (``views``).
 from __future__ import annotations
 
 import ast
+import json
 import os
 import pickle
 import re
@@ -174,3 +175,60 @@ def test_two_window_specs_in_one_call_equal_two_calls_on_both_kinds(both):
                 mine = together[part][together[part]["window"] == label]
                 assert len(mine) > 0 or part == "late", (kind, label, part)
                 assert canonical(mine) == canonical(alone[part]), (kind, label, part)
+
+
+def test_spanning_run_as_a_connect_client_writes_what_the_local_engine_writes(both, tmp_path):
+    """``spanning run --remote sc://localhost:15002`` against the Connect process's server (a session of its own,
+    whose settings do not reach the user's: the scenarios' checks ran before it), held to ``--engine local``."""
+    got = both["connect"]["remote_command"]
+    assert got["code"] == 0, got
+    source = tmp_path / "calls.csv"
+    text_frame(calls()).to_csv(source, index=False)
+    theirs = run_command(tmp_path, source, "local")
+    windows = pd.read_parquet(theirs / "windows")
+    assert canonical(got["windows"]) == canonical(windows[got["windows"].columns])
+    for part, column in (("late", "windows_missed"), ("rejected", "reason")):
+        assert rows_by_id(got[part], column) == rows_by_id(pd.read_parquet(theirs / part), column), part
+    summary = json.loads(got["summary"])
+    assert summary["parameters"]["remote"] == "sc://localhost:15002" and summary["spark_master"] == "local[2]"
+
+
+def test_spark_remote_is_the_commands_server_unless_the_engine_is_local(monkeypatch):
+    from spanning.app.jobspec import UsageError
+    from spanning.app.run_command import config_from_args
+    from spanning.cli import build_parser
+
+    def config(*extra: str):
+        return config_from_args(build_parser().parse_args(["run", "calls.csv", "--range", "15m", "--slide", "5m",
+                                                           "--start", "s", "--end", "e", *extra]))  # fmt: skip
+
+    monkeypatch.setenv("SPARK_REMOTE", "sc://spark.example:15002")
+    assert config().spark.remote == "sc://spark.example:15002"  # as PySpark's own tools take it
+    assert config("--remote", "sc://other:15002").spark.remote == "sc://other:15002"  # the option first
+    assert config("--engine", "local").spark.remote is None
+    with pytest.raises(UsageError, match="give --master or a Spark Connect server"):
+        config("--master", "local[2]")
+    monkeypatch.delenv("SPARK_REMOTE")
+    assert config().spark.remote is None
+    with pytest.raises(UsageError, match="leave out --engine local"):
+        config("--remote", "sc://h:15002", "--engine", "local")
+    with pytest.raises(UsageError, match="bad Spark Connect URL"):
+        config("--remote", "h:15002")
+
+
+def test_spanning_run_remote_with_no_server_there_fails_in_one_line_within_seconds(tmp_path, capsys):
+    import socket
+    import time
+
+    from spanning.cli import main
+
+    with socket.socket() as free:  # a port of this machine that nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    began = time.perf_counter()
+    code = main(["run", str(ROOT / "data" / "sample_cdr.csv"), "--range", "15m", "--slide", "5m", "--start", "start",
+                 "--end", "end", "--output", str(tmp_path / "out"), "--remote", f"sc://127.0.0.1:{port}"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"spanning: error: no Spark Connect server answers at sc://127.0.0.1:{port}:"), err
+    assert time.perf_counter() - began < 30  # PySpark's own retries wait 10 minutes

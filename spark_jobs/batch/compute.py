@@ -142,7 +142,10 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     ``csv_stats``: the counts of every column of CSV files read in byte ranges (``csv_read.KindsChanged``); else
     the job is planned with the kinds of their first records, and checked once the windows are written.
     """
-    side = SideRows(spark) if side_outputs and session_kind.is_local_master(spark, LOCAL_MASTERS) else None
+    # the tasks' side folder is one of this machine's: a local master of this process (a Connect server's master
+    # is local to the server, whose machine may be another)
+    side = (SideRows(spark) if side_outputs and session_kind.is_local_master(spark, LOCAL_MASTERS)
+            and not session_kind.is_connect(spark) else None)  # fmt: skip
     csv_counts = None  # local CSV files that vector's tasks read in byte ranges: the counts the job is planned with
     if side is not None and frame is not None and csv_reads_itself(cfg, inputs):
         csv_counts = csv_stats or first_records_stats(cfg, inputs)
