@@ -225,6 +225,7 @@ def test_spanning_run_remote_with_no_server_there_fails_in_one_line_within_secon
     with socket.socket() as free:  # a port of this machine that nothing listens on
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
+    before = dict(os.environ)
     began = time.perf_counter()
     code = main(["run", str(ROOT / "data" / "sample_cdr.csv"), "--range", "15m", "--slide", "5m", "--start", "start",
                  "--end", "end", "--output", str(tmp_path / "out"), "--remote", f"sc://127.0.0.1:{port}"])  # fmt: skip
@@ -232,3 +233,6 @@ def test_spanning_run_remote_with_no_server_there_fails_in_one_line_within_secon
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith(f"spanning: error: no Spark Connect server answers at sc://127.0.0.1:{port}:"), err
     assert time.perf_counter() - began < 30  # PySpark's own retries wait 10 minutes
+    # no variable of the process changed (PySpark's builder sets SPARK_CONNECT_MODE_ENABLED, which turned the suite's
+    # later `spanning stream` children into Connect clients that failed)
+    assert dict(os.environ) == before

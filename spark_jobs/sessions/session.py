@@ -318,16 +318,18 @@ def connect_session(remote: str, timezone: str = "UTC", verbose: bool = False, p
     if not verbose:  # as get_session: the command reports analysis errors in one line
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    try:
-        import pyspark.sql.connect.session  # noqa: F401 - checks grpc, protobuf, ...: one line now, not a trace later
+    try:  # the Connect client's own class: it checks grpc, protobuf, ... (one line now, not a trace later)
         from pyspark.sql import SparkSession
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
     except ImportError as err:
         from spanning.app.jobspec import UsageError
 
         raise UsageError(f"--remote needs the Spark Connect client ({err}): pip install 'spanning[connect]'") from None
-    builder = SparkSession.builder.remote(remote)
-    # a server of this process: started (or found) by getOrCreate; a server elsewhere: a session of the command's own
-    spark = builder.getOrCreate() if remote.startswith("local") else builder.create()
+    if remote.startswith("local"):  # a server of this process, started (or found) as PySpark starts one
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+    else:  # a session of the command's own, by the client's class, which sets no variable of this process
+        # (PySpark's builder sets SPARK_CONNECT_MODE_ENABLED: a later classic session here, or a child's, went Connect)
+        spark = ConnectSession.builder.remote(remote).create()
     _first_contact(spark, remote, timezone)
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions or 2 * session_kind.cores(spark)))
     for name, value in [("spark.sql.session.timeZone", timezone), ("spark.sql.ansi.enabled", "false"),
