@@ -322,10 +322,10 @@ def computed(spark: SparkSession, df: DataFrame, cfg: RunConfig, inputs: Any = N
     ``workers_warming``: the caller has started the Python workers' warm-up (``run.warm_vector_workers``).
     ``side_outputs``: the caller writes the outputs windows first; ``csv_stats``: known CSV counts (``run.compute``)."""
     ship_engine(spark)
-    if inputs is None:  # a plain read of local Parquet files (``prepared_frame`` would look for them the same way)
+    if inputs is None:  # the API: a plain read of local Parquet files (``prepared_frame`` would look the same way)
         inputs = plain_parquet_files(df)
-    if inputs is not None and not workers_warming:  # the workers started while the call plans, as spanning run's
-        workers_warming = warm_vector_workers(spark, cfg, inputs)
+        if inputs is not None and not workers_warming:  # the workers started while the call plans, as spanning run
+            workers_warming = warm_vector_workers(spark, cfg, inputs)  # starts them before it calls this
     with job_settings(spark, {ZONE: cfg.events.timezone, ANSI: "false"}):
         # a classic frame is analysed as built, with these settings in its plan; on Connect, where a server analyses
         # a frame again at each action, the prepared rows (every expression the settings change) are a view
