@@ -21,7 +21,13 @@ from spark_jobs.batch.csv_read import KindsChanged
 from spark_jobs.batch.outputs import write_outputs
 from spark_jobs.batch.plans import jvm_merge_is_small
 from spark_jobs.reading.prepare import read_input, small_local_input
-from spark_jobs.sessions.session import get_session, starting, warm_python_workers
+from spark_jobs.sessions.session import (
+    connect_session,
+    get_session,
+    release_connect_session,
+    starting,
+    warm_python_workers,
+)
 
 
 def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
@@ -34,21 +40,34 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     small_merge = jvm_merge_is_small(cfg, inputs)
     quick = small_local_input(inputs) or small_merge
     with Progress(quiet_off_terminal=True) as progress:  # on a terminal: what the seconds before the result go to
-        progress(starting(cfg.spark.master))
-        spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions, quick_compiler=quick)
-        warming = warm_vector_workers(spark, cfg, inputs)
-        progress("reading the input and planning the windows")
-        job = computed(spark, read_input(spark, inputs), cfg, inputs, warming, side_outputs=True)  # mistakes show here
-        progress("computing and writing the windows, the rejected and the late rows")
+        if cfg.spark.remote is not None:  # --remote, SPARK_REMOTE: a client of a Spark Connect server
+            progress(f"connecting to the Spark Connect server at {cfg.spark.remote}")
+            spark = connect_session(cfg.spark.remote, cfg.events.timezone, verbose, cfg.spark.partitions)
+        else:
+            progress(starting(cfg.spark.master))
+            spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions,
+                                quick_compiler=quick)  # fmt: skip
         try:
-            return write_outputs(spark, cfg, job, began, few_windows=small_merge)
-        except KindsChanged as changed:  # CSV columns whose first records misled: planned again, on the true counts
-            progress("a column's kind differs from its first records': computing the windows again")
-            release(job)
-            job = computed(spark, read_input(spark, inputs), cfg, inputs, True, True, changed.stats)
-            return write_outputs(spark, cfg, job, began, few_windows=small_merge)
+            return _run_job(spark, cfg, inputs, began, progress, small_merge)
         finally:
-            release(job)
+            if cfg.spark.remote is not None:
+                release_connect_session(spark, cfg.spark.remote)
+
+
+def _run_job(spark: Any, cfg: RunConfig, inputs: Any, began: float, progress: Any, small_merge: bool) -> dict:
+    warming = warm_vector_workers(spark, cfg, inputs)
+    progress("reading the input and planning the windows")
+    job = computed(spark, read_input(spark, inputs), cfg, inputs, warming, side_outputs=True)  # mistakes show here
+    progress("computing and writing the windows, the rejected and the late rows")
+    try:
+        return write_outputs(spark, cfg, job, began, few_windows=small_merge)
+    except KindsChanged as changed:  # CSV columns whose first records misled: planned again, on the true counts
+        progress("a column's kind differs from its first records': computing the windows again")
+        release(job)
+        job = computed(spark, read_input(spark, inputs), cfg, inputs, True, True, changed.stats)
+        return write_outputs(spark, cfg, job, began, few_windows=small_merge)
+    finally:
+        release(job)
 
 
 def series_start_line(series_start: str) -> str:

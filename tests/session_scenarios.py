@@ -91,11 +91,12 @@ def outputs(recorder: Recorder, name: str, result) -> dict:
     """The frames of ``result`` as pandas (windows' bounds as epoch seconds), each taken by an action of its own."""
     began = time.perf_counter()
     windows = recorder.act(f"{name}: windows", lambda: seconds_of(result.windows))
+    counted = result._observed()  # the windows' pass brought back its counts: .late, .rejected need no pass if none
     late = recorder.act(f"{name}: late", lambda: result.late.toPandas())
     rejected = recorder.act(f"{name}: rejected", lambda: result.rejected.toPandas())
     counts = recorder.act(f"{name}: counts", lambda: result.counts)
     return {"windows": windows, "late": late, "rejected": rejected, "counts": counts, "plans": result.plans,
-            "seconds": time.perf_counter() - began}
+            "counted": counted, "seconds": time.perf_counter() - began}
 
 
 def run_scenarios(spark, folder: Path) -> dict:
@@ -213,6 +214,23 @@ def readme_connect_example(folder: Path) -> str:
     return printed.getvalue()
 
 
+def remote_command(folder: Path) -> dict:
+    """``spanning run --remote sc://localhost:15002`` over the calls' CSV (``run_scenarios`` wrote it): the command
+    as a client of this process's server, in a session of its own; its exit code, outputs and summary."""
+    from spanning.cli import main as command
+    from tests.test_spark_api import ZONE
+
+    out = folder / "remote_run"
+    code = command(["run", str(folder / "calls.csv"), "--range", str(RANGE), "--slide", str(SLIDE), "--ttp", str(TTP),
+                    "--start", "start", "--end", "end", "--key", "cell", "--agg", "count", "--agg", "sum:bytes",
+                    "--agg", "max:bytes", "--timezone", ZONE, "--output", str(out),
+                    "--remote", "sc://localhost:15002"])  # fmt: skip
+    if code != 0:
+        return {"code": code}
+    return {"code": code, **{part: pd.read_parquet(out / part) for part in ("windows", "late", "rejected")},
+            "summary": (out / "summary.json").read_text()}
+
+
 def main() -> None:
     """A Spark Connect session on a local server (``remote("local[2]")``), every call made on it, and the results
     pickled into ``sys.argv[1]``; the input files are written into ``sys.argv[2]``."""
@@ -225,6 +243,7 @@ def main() -> None:
     results["kind"] = type(spark).__module__
     results["workers"] = worker_facts(spark)
     results["readme"] = readme_connect_example(Path(sys.argv[2]))
+    results["remote_command"] = remote_command(Path(sys.argv[2]))
     results["seconds"] = {"server": started, "all": time.perf_counter() - began}
     Path(sys.argv[1]).write_bytes(pickle.dumps(results))
     spark.stop()

@@ -17,6 +17,7 @@ are read from temporary views of the session there (``views``).
 from __future__ import annotations
 
 import ast
+import json
 import os
 import pickle
 import re
@@ -128,6 +129,9 @@ def test_a_table_and_a_joined_filtered_frame_give_the_oracles_windows_and_the_co
             assert sorted(rejected.columns) == sorted(their_rejected.columns), (kind, name)
             assert got["counts"] == {"read": len(rows), "accepted": len(rows) - unusable, "rejected": unusable,
                                      "late": len(late)}, (kind, name)  # fmt: skip
+            # counted by the windows' pass (its Observation came back), as on classic: no pass of their own
+            counted = got["counted"] or {}
+            assert counted.get("read") == len(rows) and counted.get("rejected") == unusable, (kind, name, counted)
     for name in ("table", "join"):
         assert both["connect"][name]["plans"] == both["classic"][name]["plans"], name
 
@@ -141,6 +145,7 @@ def test_a_plain_parquet_read_takes_the_read_side_path_on_both_kinds(both):
         for name in ("parquet_plain", "parquet_filtered"):
             assert_frames_match(results[name]["windows"], expected_windows(frame, ["cell"]), ["cell"])
             assert results[name]["counts"]["read"] == len(frame), (kind, name)
+            assert (results[name]["counted"] or {}).get("read") == len(frame), (kind, name)  # by the windows' pass
 
 
 def test_every_parameter_gives_the_same_frames_on_both_kinds_and_mistakes_the_same_line(both):
@@ -157,9 +162,9 @@ def test_every_parameter_gives_the_same_frames_on_both_kinds_and_mistakes_the_sa
     assert classic["mistakes"].pop("stream") == "StreamResult"
     assert mistakes.pop("stream").startswith("a streaming DataFrame of a Spark Connect session is not supported yet")
     assert mistakes == classic["mistakes"] and all(mistakes.values()), mistakes
-    # the other: a Connect job's frames are read from temporary views of the session, four a call
+    # the other: a Connect job's prepared rows are read from a temporary view of the session, one a call
     calls_made = 2 + 2 + len(PARAMETERS)  # the table and the join, the two Parquet reads, the parameters
-    assert len(connect["views"]) == 4 * calls_made and classic["views"] == [], connect["views"][:4]
+    assert len(connect["views"]) == calls_made and classic["views"] == [], connect["views"][:4]
 
 
 def test_two_window_specs_in_one_call_equal_two_calls_on_both_kinds(both):
@@ -170,3 +175,64 @@ def test_two_window_specs_in_one_call_equal_two_calls_on_both_kinds(both):
                 mine = together[part][together[part]["window"] == label]
                 assert len(mine) > 0 or part == "late", (kind, label, part)
                 assert canonical(mine) == canonical(alone[part]), (kind, label, part)
+
+
+def test_spanning_run_as_a_connect_client_writes_what_the_local_engine_writes(both, tmp_path):
+    """``spanning run --remote sc://localhost:15002`` against the Connect process's server (a session of its own,
+    whose settings do not reach the user's: the scenarios' checks ran before it), held to ``--engine local``."""
+    got = both["connect"]["remote_command"]
+    assert got["code"] == 0, got
+    source = tmp_path / "calls.csv"
+    text_frame(calls()).to_csv(source, index=False)
+    theirs = run_command(tmp_path, source, "local")
+    windows = pd.read_parquet(theirs / "windows")
+    assert canonical(got["windows"]) == canonical(windows[got["windows"].columns])
+    for part, column in (("late", "windows_missed"), ("rejected", "reason")):
+        assert rows_by_id(got[part], column) == rows_by_id(pd.read_parquet(theirs / part), column), part
+    summary = json.loads(got["summary"])
+    assert summary["parameters"]["remote"] == "sc://localhost:15002" and summary["spark_master"] == "local[2]"
+
+
+def test_spark_remote_is_the_commands_server_unless_the_engine_is_local(monkeypatch):
+    from spanning.app.jobspec import UsageError
+    from spanning.app.run_command import config_from_args
+    from spanning.cli import build_parser
+
+    def config(*extra: str):
+        return config_from_args(build_parser().parse_args(["run", "calls.csv", "--range", "15m", "--slide", "5m",
+                                                           "--start", "s", "--end", "e", *extra]))  # fmt: skip
+
+    monkeypatch.setenv("SPARK_REMOTE", "sc://spark.example:15002")
+    assert config().spark.remote == "sc://spark.example:15002"  # as PySpark's own tools take it
+    assert config("--remote", "sc://other:15002").spark.remote == "sc://other:15002"  # the option first
+    assert config("--engine", "local").spark.remote is None
+    with pytest.raises(UsageError, match="give --master or a Spark Connect server"):
+        config("--master", "local[2]")
+    monkeypatch.delenv("SPARK_REMOTE")
+    assert config().spark.remote is None
+    with pytest.raises(UsageError, match="leave out --engine local"):
+        config("--remote", "sc://h:15002", "--engine", "local")
+    with pytest.raises(UsageError, match="bad Spark Connect URL"):
+        config("--remote", "h:15002")
+
+
+def test_spanning_run_remote_with_no_server_there_fails_in_one_line_within_seconds(tmp_path, capsys):
+    import socket
+    import time
+
+    from spanning.cli import main
+
+    with socket.socket() as free:  # a port of this machine that nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    before = dict(os.environ)
+    began = time.perf_counter()
+    code = main(["run", str(ROOT / "data" / "sample_cdr.csv"), "--range", "15m", "--slide", "5m", "--start", "start",
+                 "--end", "end", "--output", str(tmp_path / "out"), "--remote", f"sc://127.0.0.1:{port}"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"spanning: error: no Spark Connect server answers at sc://127.0.0.1:{port}:"), err
+    assert time.perf_counter() - began < 30  # PySpark's own retries wait 10 minutes
+    # no variable of the process changed (PySpark's builder sets SPARK_CONNECT_MODE_ENABLED, which turned the suite's
+    # later `spanning stream` children into Connect clients that failed)
+    assert dict(os.environ) == before

@@ -245,6 +245,7 @@ class SparkOptions:
     master: str | None = None  # None: spark-submit's, else local[*]
     partitions: int | None = None  # shuffle partitions (default: 2 per core)
     plan: str = "auto"  # one of PLANS: auto, explode (in the JVM), vector (the compiled kernel) or python
+    remote: str | None = None  # a Spark Connect server (sc://host:port, or local[N]): the job as its client
 
     def __post_init__(self) -> None:
         if self.plan in RETIRED_PLANS:
@@ -252,6 +253,12 @@ class SparkOptions:
                              " kernel, faster (or leave --plan auto)")  # fmt: skip
         if self.plan not in PLANS:
             raise UsageError(f"bad --plan {self.plan!r}: use {', '.join(PLANS[:-1])} or {PLANS[-1]}")
+        if self.remote is not None and not self.remote.startswith(("sc://", "local")):
+            raise UsageError(f"bad Spark Connect URL {self.remote!r}: give sc://host:port (or local[N] for a server"
+                             " started in this process)")  # fmt: skip
+        if self.remote is not None and self.master is not None:
+            raise UsageError("give --master or a Spark Connect server (--remote, SPARK_REMOTE), not both: a Connect"
+                             " server runs on the master it was started with")  # fmt: skip
 
 
 # summary.json's "parameters": one flat name per option, in the order they have always been written
@@ -285,6 +292,7 @@ PARAMETERS = {
     "sharing": ("execution", "sharing"),
     "delimiter": ("inputs", "delimiter"),
     "plan": ("spark", "plan"),
+    "remote": ("spark", "remote"),
 }
 
 

@@ -10,6 +10,7 @@ to a ``RunConfig``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -67,6 +68,10 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", default="spanning-output", help="output folder (default spanning-output)")
     p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="output format (default parquet)")
     p.add_argument("--engine", default="spark", choices=["spark", "local"], help="spark (default) or local (pandas)")
+    p.add_argument("--remote", metavar="URL",
+                   help="Spark Connect: run the Spark engine as a client of the server at URL (sc://host:port;"
+                   " local[N] starts one in this process); default $SPARK_REMOTE. This process and the server"
+                   " must see the inputs and --output at the same paths")  # fmt: skip
     p.add_argument("--plan", default="auto", metavar="{" + ",".join(PLANS) + "}",
                    help="Spark: how the windows are computed: auto (default: by the aggregates and the windows "
                    "per event, told in summary.json); explode (each event into its windows, in the JVM); vector "
@@ -197,8 +202,18 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         execution=execution,
         output=OutputOptions(args.output, format=args.format, overwrite=args.overwrite),
         engine=args.engine,
-        spark=SparkOptions(master=args.master, partitions=args.partitions, plan=args.plan),
+        spark=SparkOptions(master=args.master, partitions=args.partitions, plan=args.plan, remote=_remote(args)),
     )
+
+
+def _remote(args: argparse.Namespace) -> str | None:
+    """The Spark Connect server of ``--remote``, else of ``SPARK_REMOTE`` (as PySpark's own tools take it) for the
+    Spark engine; None for a classic session."""
+    if args.remote is not None and args.engine == "local":
+        raise UsageError("--remote runs the Spark engine on a Spark Connect server: leave out --engine local")
+    if args.engine == "local":
+        return None
+    return args.remote or os.environ.get("SPARK_REMOTE") or None
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -56,6 +56,7 @@ from spark_jobs.reading.prepare import (
     parquet_footer_schema,
     parquet_key_values,
     parquet_times_sample,
+    plain_parquet_files,
     prepared_frame,
     quoted,
 )
@@ -142,7 +143,10 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     ``csv_stats``: the counts of every column of CSV files read in byte ranges (``csv_read.KindsChanged``); else
     the job is planned with the kinds of their first records, and checked once the windows are written.
     """
-    side = SideRows(spark) if side_outputs and session_kind.is_local_master(spark, LOCAL_MASTERS) else None
+    # the tasks' side folder is one of this machine's: a local master of this process (a Connect server's master
+    # is local to the server, whose machine may be another)
+    side = (SideRows(spark) if side_outputs and session_kind.is_local_master(spark, LOCAL_MASTERS)
+            and not session_kind.is_connect(spark) else None)  # fmt: skip
     csv_counts = None  # local CSV files that vector's tasks read in byte ranges: the counts the job is planned with
     if side is not None and frame is not None and csv_reads_itself(cfg, inputs):
         csv_counts = csv_stats or first_records_stats(cfg, inputs)
@@ -151,6 +155,10 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
         prepared = load(spark, cfg, inputs)
     else:
         prepared = prepared_frame(frame, cfg, inputs, column_stats=column_stats)
+    # on Connect, the rows read through a view analysed now, under the job's settings (``session_kind.pinned``):
+    # every frame of the job is built above it, so that the Observations of its passes stay in the plans this
+    # client sends, which bring their metrics back (one inside a view comes back empty)
+    prepared.rows = session_kind.pinned(spark, {"rows": prepared.rows})["rows"]
     csv_reads = None if csv_counts is None else csv_plan(prepared, cfg, side.folder)
 
     def csv_replanned(stats: dict[str, ColumnStats]) -> tuple:  # the rows prepared with the files' true counts
@@ -317,13 +325,13 @@ def computed(spark: SparkSession, df: DataFrame, cfg: RunConfig, inputs: Any = N
     ``workers_warming``: the caller has started the Python workers' warm-up (``run.warm_vector_workers``).
     ``side_outputs``: the caller writes the outputs windows first; ``csv_stats``: known CSV counts (``run.compute``)."""
     ship_engine(spark)
+    if inputs is None:  # the API: a plain read of local Parquet files (``prepared_frame`` would look the same way)
+        inputs = plain_parquet_files(df)
+        if inputs is not None and not workers_warming:  # the workers started while the call plans, as spanning run
+            workers_warming = warm_vector_workers(spark, cfg, inputs)  # starts them before it calls this
     with job_settings(spark, {ZONE: cfg.events.timezone, ANSI: "false"}):
-        job = compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs,
-                      csv_stats=csv_stats)
-        if not session_kind.is_connect(spark):  # analysed as built: the settings are in the frames' plans
-            return job
-        # Connect analyses a frame again at each action, under the settings the session has then: the frames are
-        # analysed now, as views (``session_kind.pinned``), which carry no Observation back to this client
-        frames = session_kind.pinned(spark, {"windows": job.windows, "late": job.late, "rejected": job.rejected,
-                                             "rows": job.rows})  # fmt: skip
-        return job._replace(**frames, counted_by_windows=False)
+        # a classic frame is analysed as built, with these settings in its plan; on Connect, where a server analyses
+        # a frame again at each action, the prepared rows (every expression the settings change) are a view
+        # analysed under them (``compute``), and the job's frames above it read the same whatever the session's
+        return compute(spark, cfg, inputs, frame=df, workers_warming=workers_warming, side_outputs=side_outputs,
+                       csv_stats=csv_stats)

@@ -305,6 +305,79 @@ def get_session(
     return spark
 
 
+def connect_session(remote: str, timezone: str = "UTC", verbose: bool = False, partitions: int | None = None):
+    """A Spark Connect session of its own on the server at ``remote`` (``spanning run --remote``), with the
+    command's settings: ``sc://host:port`` (a new session of that server: ``release_connect_session`` gives it
+    back), or ``local[N]`` (a server started in this process, as ``SparkSession.builder.remote`` starts one, which
+    ends with the process).
+
+    The settings are the session's SQL settings that ``get_session`` gives a classic session (zone, ANSI off,
+    timestamps as pyarrow writes them, Arrow batches, two shuffle partitions per core); the JVM's options, the
+    class archive and the console's progress are the server's, whoever started it.
+    """
+    if not verbose:  # as get_session: the command reports analysis errors in one line
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:  # the Connect client's own class: it checks grpc, protobuf, ... (one line now, not a trace later)
+        from pyspark.sql import SparkSession
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError as err:
+        from spanning.app.jobspec import UsageError
+
+        raise UsageError(f"--remote needs the Spark Connect client ({err}): pip install 'spanning[connect]'") from None
+    if remote.startswith("local"):  # a server of this process, started (or found) as PySpark starts one
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+    else:  # a session of the command's own, by the client's class, which sets no variable of this process
+        # (PySpark's builder sets SPARK_CONNECT_MODE_ENABLED: a later classic session here, or a child's, went Connect)
+        spark = ConnectSession.builder.remote(remote).create()
+    _first_contact(spark, remote, timezone)
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions or 2 * session_kind.cores(spark)))
+    for name, value in [("spark.sql.session.timeZone", timezone), ("spark.sql.ansi.enabled", "false"),
+                        ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"),
+                        ("spark.sql.execution.arrow.maxRecordsPerBatch", "50000")]:  # fmt: skip
+        spark.conf.set(name, value)
+    return spark
+
+
+#: Tries at the first request to a Connect server before ``spanning run --remote`` says that none answers: about
+#: 4 s of PySpark's backoff (50 ms x 4^n), where its default policy waits at least 10 minutes
+FIRST_CONTACT_RETRIES = 4
+
+
+def _first_contact(spark, remote: str, timezone: str) -> None:
+    """The session's zone set: its first request, which fails in one line within seconds when no server answers at
+    ``remote`` (the job's own requests keep PySpark's retries)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client = spark.client
+    policies = client.get_retry_policies()
+    client.set_retry_policies([DefaultPolicy(max_retries=FIRST_CONTACT_RETRIES)])
+    try:
+        spark.conf.set("spark.sql.session.timeZone", timezone)
+    except Exception as err:  # noqa: BLE001 - grpc's failure, whatever its class: the one line says what it said
+        from spanning.app.jobspec import UsageError
+
+        client.close()  # so that PySpark's exit hook sends nothing more to no server (it would retry for minutes)
+        details = re.search(r'details = "([^"]*)"', str(err))
+        said = details.group(1) if details else " ".join(str(err).split())[:200]
+        raise UsageError(f"no Spark Connect server answers at {remote}: {said}") from None
+    client.set_retry_policies(policies)
+
+
+def release_connect_session(spark, remote: str) -> None:
+    """Give back the server's session that ``connect_session`` made on a server elsewhere, and close the channel.
+
+    Not ``spark.stop()``: in a process that also runs a local server (a notebook's, a test's), PySpark's stop of any
+    Connect session stops that server too. A local server of the command's own ends with the process."""
+    if remote.startswith("local"):
+        return
+    try:
+        spark.client.release_session()
+        spark.client.close()
+    except Exception:  # noqa: BLE001 - the server went first: nothing of this session is left to give back
+        pass
+
+
 #: The line the JVM prints at start for the incubator module that Spark 4 adds to every JVM it launches
 INCUBATOR_WARNING = b"WARNING: Using incubator modules:"
 #: Lines that are noise to a user: that warning (until 2026-11-26 also the chatter of the Python process that

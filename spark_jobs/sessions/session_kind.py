@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
 
-#: The prefix of the temporary views that hold a Connect job's frames analysed (``pinned``)
+#: The prefix of the temporary views that hold a Connect job's prepared rows analysed (``pinned``)
 PINNED_VIEW_PREFIX = "spanning_job_"
 _cores: dict[str, int] = {}  # a Connect session's id -> its default parallelism (asked once: ``cores``)
 _lock = threading.Lock()
@@ -133,6 +133,10 @@ def pinned(spark: SparkSession, frames: dict[str, DataFrame]) -> dict[str, DataF
     under the settings the session has then; so each frame becomes a temporary view, which the server analyses once,
     now (a view made from a DataFrame keeps its analysed plan), and the frame read from it. The views stay in the
     session as ``spanning_job_<id>_<name>`` (a frame read from one needs it as long as it lives).
+
+    An ``Observation`` made inside a frame given here comes back empty on Connect (a write or a collect of the view
+    leaves it ``{}``; checked on a local server, 2026-11-29): pin the frame below it, and observe above the view
+    (``compute`` pins the prepared rows only).
     """
     if not is_connect(spark):
         return frames
