@@ -178,7 +178,7 @@ def test_wide_integer_keys_are_hashed_through_every_growth_of_the_table(distinct
         pool = np.arange(distinct, dtype=np.int64) * np.int64(step) - np.int64(2**62)  # wraps past 2^9 values at 2^54
     values = pool[rng.integers(0, distinct, rows)]
     null = rng.random(rows) < null_share if null_share else np.zeros(0, bool)
-    codes, first = appearance_codes(values, null, 4)  # a bound of 4: every span of two values or more is hashed
+    codes, first = appearance_codes(values, null, 4)  # a bound of 4: any span of 4 or more is hashed
     keys = [None if len(null) and null[i] else int(v) for i, v in enumerate(values)]
     want_codes, want_first = reference(keys)
     assert codes.tolist() == want_codes and first.tolist() == want_first
@@ -205,3 +205,11 @@ def test_keys_in_arrival_order_give_the_windows_of_the_same_keys_as_text():
         assert [names[int(c)] for c in out["cell"]] == outs[2]["cell"].tolist()
         pd.testing.assert_frame_equal(out.drop(columns="cell"), text)
     assert outs[2]["cell"].drop_duplicates().tolist() == list(dict.fromkeys(np.char.add("c", cell.astype(str))))
+
+
+def test_a_key_that_is_also_a_summed_text_column_is_keyed_by_its_numbers_with_or_without_rejected_rows():
+    # the text "1", "01" and "1.0" are one number, 1.0, as the key column of the output shows them: one key
+    calls = pd.DataFrame({"start": [0, 1, 2, 3], "end": [1, 2, 3, 4], "k": ["1", "01", "1.0", "1"]})
+    for frame in (calls, pd.concat([calls, pd.DataFrame({"start": [5], "end": [-5], "k": ["1"]})], ignore_index=True)):
+        out = spanning.aggregate(frame, range=10, slide=10, aggregates={"n": "count", "s": "sum:k"}, key="k")
+        assert out["k"].tolist() == [1.0] and out["n"].tolist() == [4] and out["s"].tolist() == [4.0], out

@@ -446,6 +446,8 @@ def test_the_python_plan_s_workers_are_warmed_as_the_session_starts_with_what_it
     monkeypatch.setattr(compute.session_kind, "is_local_master", lambda spark, masters: True)
     assert compute.warm_vector_workers(None, csv_cfg, input_files([str(csv_path)]))
     assert warmed[-1] == compute.VECTOR_MODULES + compute.CSV_MODULES
+    monkeypatch.setattr(compute.session_kind, "is_connect", lambda spark: True)  # Connect: the JVM reads the CSV
+    assert not compute.warm_vector_workers(None, csv_cfg, input_files([str(csv_path)]))
 
     code = f"""
 import importlib, sys

@@ -307,7 +307,8 @@ def warm_vector_workers(spark, cfg: RunConfig, inputs: Inputs) -> bool:
     """
     if vector_reads_parquet(cfg, inputs):
         modules = VECTOR_MODULES
-    elif csv_reads_itself(cfg, inputs) and session_kind.is_local_master(spark, LOCAL_MASTERS):
+    elif (csv_reads_itself(cfg, inputs) and not session_kind.is_connect(spark)  # as ``compute``'s side rows
+          and session_kind.is_local_master(spark, LOCAL_MASTERS)):
         modules = VECTOR_MODULES + CSV_MODULES  # the tasks will read the CSV files' byte ranges (``compute``)
     elif python_plan_certain(cfg):
         modules = python_plan_modules(cfg)
