@@ -162,7 +162,8 @@ def read_events(
             return error
 
     # the keys coded beside the checks (their kernels release the GIL), again after them if some rows are no events:
-    # 1M rows' wide integer keys took 4 ms, the checks and the ends 2.5 ms
+    # 1M rows' wide integer keys took 5.0 ms beside the checks' and the ends' 2.7 ms (timed in their threads,
+    # 2026-11-29, bench/results/inprocess-hashed-keys-2026-11-29.md)
     (parsed, reasons, times, ends), codes = threads.side_by_side([checked, coded], len(frame))
     # a key that is also a summed text column is keyed by its parsed numbers ("1" and "01" one key, as the output
     # shows them), not by the text ``coded`` read

@@ -426,7 +426,9 @@ def appearance_codes(values, null, most):
             if known != state[0]:
                 _hashed_code(slot_code, slot_value, bits, values[rows[known]], known)
         done = _hashed_rows(values, null, done, slot_code, slot_value, bits, codes, rows, state)
-        bits += 2 if (2 << bits) < 2 * n else 1  # four times the slots while twice the rows would not fill them
+        # four times the slots while twice the rows would not fill them: 1M rows of 700,000 values in 70 ms against
+        # 84 ms doubling (CPU time, one run each beside other work, 2026-11-29)
+        bits += 2 if (2 << bits) < 2 * n else 1
     return codes, rows[: state[1]].copy()
 
 

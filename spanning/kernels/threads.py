@@ -83,7 +83,9 @@ def side_by_side(tasks: Sequence[Callable[[], Result]], rows: int) -> list[Resul
     count = min(shares(rows), len(tasks))
     if count < 2:
         return [task() for task in tasks]
-    cut = [-(-k * len(tasks) // count) for k in range(count + 1)]  # the first groups the larger: [count, sum], [max]
+    # the first groups the larger: count, sum | max was the quickest of four groupings of spanning.aggregate's three
+    # (2026-11-29, bench/results/inprocess-hashed-keys-2026-11-29.md)
+    cut = [-(-k * len(tasks) // count) for k in range(count + 1)]
 
     def group(k: int) -> list[Result]:
         with one_core():
