@@ -22,7 +22,6 @@ from spanning.aggregates.columns import INT64_MAX, INT64_MIN, BatchColumns, SumO
 from spanning.kernels.ranges import (
     explode,
     extreme_sentinel,
-    range_count,
     range_max,
     range_min,
     range_sum_float,
@@ -40,12 +39,6 @@ def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     return tuple(a[keep] for a in arrays)
 
 
-def _run_counts(cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> np.ndarray:
-    """``range_count`` of the runs, once per chunk for all the aggregates that count the same runs (``count``
-    and the counts of ``sum`` and ``mean`` over a column with no nulls). Read only: the aggregates share it."""
-    return cols.memo(("run counts", id(first), id(last), n), lambda: (first, last, range_count(first, last, n)))[2]
-
-
 # ------------------------------------------------------------------------------------------------
 # sum-like, cumulative (duplicate-sensitive)
 
@@ -58,7 +51,7 @@ class CountArrays:
     def window_partials(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> tuple:
         if self.column is not None:
             first, last = _kept(cols.valid(self.column), first, last)
-        return (_run_counts(cols, first, last, n),)
+        return (cols.run_counts(first, last, n),)
 
     def merge(self, a: tuple, b: tuple) -> tuple:
         return (a[0] + b[0],)
@@ -78,7 +71,7 @@ class SumArrays:
 
     def window_partials(self, cols: BatchColumns, first: np.ndarray, last: np.ndarray, n: int) -> tuple:
         values, first, last = _kept(cols.valid(self.column), cols.values(self.column), first, last)
-        counts = _run_counts(cols, first, last, n)
+        counts = cols.run_counts(first, last, n)
         if values.dtype.kind in "iub":
             return range_sum_int(first, last, n, values.astype(np.int64, copy=False)), counts
         return range_sum_float(first, last, n, values), counts
@@ -191,7 +184,7 @@ def _extreme_partials(cols: BatchColumns, column: str, largest: bool, first: np.
     sentinel = extreme_sentinel(values.dtype, largest)
     best = (range_max if largest else range_min)(first, last, n, values, sentinel)
     if len(values) and (values.min() if largest else values.max()) == sentinel:
-        present = _run_counts(cols, first, last, n) > 0  # a value equal to the sentinel (e.g. -2^63 for max)
+        present = cols.run_counts(first, last, n) > 0  # a value equal to the sentinel (e.g. -2^63 for max)
     else:
         present = best != sentinel
     return best, present

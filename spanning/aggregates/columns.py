@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spanning.kernels.ranges import range_count
+
 __all__ = [
     "INT64_MAX",
     "INT64_MIN",
@@ -87,6 +89,16 @@ class BatchColumns:
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]
+
+    def run_counts(self, first: np.ndarray, last: np.ndarray, n: int) -> np.ndarray:
+        """``range_count`` of the runs, once per chunk for all that count the same runs (``count``, the counts of
+        ``sum`` and ``mean`` over a column with no nulls, the empty windows that ``skip_empty`` leaves out). Read
+        only: they share it."""
+        return self.memo(("run counts", id(first), id(last), n), lambda: (first, last, range_count(first, last, n)))[2]
+
+    def share_run_counts(self, first: np.ndarray, last: np.ndarray, n: int, counts: np.ndarray) -> None:
+        """Give ``run_counts`` of these runs, counted already (``spanning.kernels.compiled.covered_windows``)."""
+        self.memo(("run counts", id(first), id(last), n), lambda: (first, last, counts))
 
     def values(self, name: str) -> np.ndarray:
         return self._columns[name][0]

@@ -23,7 +23,6 @@ from spanning.app.csv_records import MALFORMED
 from spanning.app.files import Inputs, check_plain_columns, input_files, read_local, unknown_column
 from spanning.app.jobspec import (
     CORRUPT_RECORD,
-    EVENTS_COLUMN,
     REASONS,
     RunConfig,
     UsageError,
@@ -175,7 +174,7 @@ def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict
     keys = [key_column(i) for i in range(len(prepared.keys))]
     series = {"earliest": "earliest", "first": None}.get(q.series_start, q.series_start)
     specs = {name: with_columns(spec, prepared.values) for name, spec in q.aggregate_columns.items()}
-    query = dict(aggregates={**specs, EVENTS_COLUMN: "count"}, start=START, end=END, key=keys or None,
+    query = dict(aggregates=specs, start=START, end=END, key=keys or None, empty_windows=q.empty_windows,
                  technique=execution.technique, height=execution.height, series_start=series,
                  point_events=cfg.events.point_events, swag=execution.swag,
                  time_unit=cfg.events.time_unit)  # integer chronons as they are; occupancy written in seconds
@@ -187,9 +186,6 @@ def _run(cfg: RunConfig, prepared: Prepared, output: Path, began: float) -> dict
     except SumOverflowError as err:
         raise user_errors(err, {v: c for c, v in prepared.values.items()}) from None
     late = windows.attrs.pop("late")  # a DataFrame in attrs upsets pandas operations that compare attrs
-    if q.empty_windows == "skip":
-        windows = windows[windows[EVENTS_COLUMN] > 0]
-    windows = windows.drop(columns=[EVENTS_COLUMN]).reset_index(drop=True)
     windows = windows.rename(columns=dict(zip(keys, prepared.keys, strict=True)))
     if prepared.is_timestamp:
         for col in ("window_start", "window_end"):

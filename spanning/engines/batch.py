@@ -75,15 +75,17 @@ def aggregate(
     count_based: bool = False,
     time_unit: str = "s",
     timezone: str = "UTC",
+    empty_windows: str = "emit",
 ) -> pd.DataFrame:
     """Sliding-window aggregates of spanning events, rows taken in arrival order (per key).
 
     Returns one row per key and window: the key columns, ``window_start``, ``window_end``, then one
     column per aggregate in the given order. Every window of a key's series is returned, those that no
-    event overlaps too (count 0, the other aggregates null); ``spanning run`` skips those unless
-    ``--empty-windows emit``. ``result.attrs["late"]`` holds the late events (their columns plus
-    ``windows_missed``), ``result.attrs["rejected"]`` the rows that are no events (their columns plus
-    ``reason``); ``attrs.pop`` them before ``pd.concat`` of several results, as pandas compares attrs there.
+    event overlaps too (count 0, the other aggregates null), unless ``empty_windows="skip"``: then only the windows
+    with a member (count above 0), as ``spanning run`` writes by default and as an explode-and-group query gives
+    them. ``result.attrs["late"]`` holds the late events (their columns plus ``windows_missed``),
+    ``result.attrs["rejected"]`` the rows that are no events (their columns plus ``reason``); ``attrs.pop`` them
+    before ``pd.concat`` of several results, as pandas compares attrs there.
 
     Times are read as ``spanning run`` reads them (``spanning.engines.reader``): integer columns are
     chronons as they are; timestamps, date-time text (in ``timezone`` unless it carries a zone) and epoch
@@ -108,7 +110,31 @@ def aggregate(
     """
     spec = WindowSpec(range, slide, ttp, offset)
     columns = EventColumns.of(start, end, key, point_events, count_based, time_unit, timezone)
-    return _aggregate(events, spec, aggregates, columns, Execution(technique, height, swag), series_start)
+    return _aggregate(events, spec, aggregates, columns, Execution(technique, height, swag), series_start,
+                      _skips_empty(empty_windows))  # fmt: skip
+
+
+def _skips_empty(empty_windows: str) -> bool:
+    if empty_windows not in ("emit", "skip"):
+        raise ValueError(f"empty_windows must be 'emit' or 'skip', got {empty_windows!r}")
+    return empty_windows == "skip"
+
+
+#: the events of each window, counted where an empty window is skipped and no count says which it is
+_EVENTS = "__spanning_events__"
+
+
+def _with_events(aggregates: Mapping[str, str | Aggregate] | None) -> dict[str, str | Aggregate]:
+    return {**(aggregates if aggregates is not None else {"count": "count"}), _EVENTS: "count"}
+
+
+def _without_empty(windows: pd.DataFrame) -> pd.DataFrame:
+    """The windows that an event overlaps, ``_EVENTS`` dropped (attrs kept)."""
+    attrs = dict(windows.attrs)
+    windows.attrs.clear()
+    kept = windows[windows[_EVENTS].to_numpy() > 0].drop(columns=[_EVENTS]).reset_index(drop=True)
+    kept.attrs.update(attrs)
+    return kept
 
 
 def _aggregate(
@@ -118,8 +144,11 @@ def _aggregate(
     columns: EventColumns,
     execution: Execution,
     series_start: int | str | None,
+    skip_empty: bool = False,
 ) -> pd.DataFrame:
     names, aggs = build_aggregates(aggregates)
+    if skip_empty and not vectorised_path(execution, aggs):  # the per-event path counts the windows' events
+        return _without_empty(_aggregate(events, spec, _with_events(aggregates), columns, execution, series_start))
     if execution.height != "auto":
         make_technique(execution.technique, spec, aggs, execution.height)  # validates name and height early
     ev = read_events(events, aggs, columns, execution, series_start)
@@ -133,7 +162,7 @@ def _aggregate(
                          f" compute {refusal}")  # fmt: skip
     if vectorised_path(execution, aggs):
         cols = batch_columns(frame, aggs, len(frame))  # arrival numbers: the row positions
-        windows, late_rows, missed = _vectorised(spec, aggs, names, ev, cols)
+        windows, late_rows, missed = _vectorised(spec, aggs, names, ev, cols, skip_empty)
     else:
         windows, late_rows, missed = _per_event(spec, dict(zip(names, aggs, strict=True)), execution, ev)
 
@@ -157,11 +186,12 @@ def _aggregate(
 
 
 def _vectorised(
-    spec: WindowSpec, aggs: Sequence[Aggregate], names: Sequence[str], ev: FrameEvents, cols: BatchColumns
+    spec: WindowSpec, aggs: Sequence[Aggregate], names: Sequence[str], ev: FrameEvents, cols: BatchColumns,
+    skip_empty: bool = False,
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     series_start = ev.starts[ev.group_rows] if ev.series_start is None else ev.series_start
     events = KeyedEvents(ev.starts, ev.ends, ev.groups, len(ev.group_rows), series_start)
-    result = reduce_chunk(spec, aggs, events, cols)
+    result = reduce_chunk(spec, aggs, events, cols, skip_empty=skip_empty)
     data: dict[str, Any] = {}
     if len(set(ev.keys)) == len(ev.keys) and not set(ev.keys) & {"window_start", "window_end", *names}:
         for name in ev.keys:  # key columns first, as the first row of each key holds them: one gather each
@@ -221,7 +251,8 @@ def aggregate_many(
     """``aggregate`` for several window specs over the same events, rows tagged in a ``window`` column.
 
     ``options`` are ``aggregate``'s keywords after ``aggregates`` (``start``, ``end``, ``key``, ``technique``,
-    ``height``, ``series_start``, ``point_events``, ``swag``, ``count_based``), with the same defaults.
+    ``height``, ``series_start``, ``point_events``, ``swag``, ``count_based``, ``empty_windows``), with the same
+    defaults.
     With the vectorised path (se-slicing, built-in aggregates) each spec runs on its own (a batch has
     nothing to share). Otherwise the specs run in one pass per ``sharing`` group on a
     ``spanning.engines.multi_window.MultiEngine`` (one slice sequence, or one SWAG with range queries):
@@ -241,11 +272,16 @@ def aggregate_many(
         raise ValueError("windows must be a non-empty list of WindowSpec")
     labels = window_labels(specs)
     names, aggs = build_aggregates(aggregates)
+    skip_empty = _skips_empty(given["empty_windows"])
+    if skip_empty and not (len(specs) == 1 or vectorised_path(execution, aggs)):  # the MultiEngine counts them
+        given["empty_windows"] = "emit"
+        return _without_empty(aggregate_many(events, specs, _with_events(aggregates), sharing=sharing, **{
+            name: given[name] for name in _OPTIONS}))
     keys = list(columns.keys)
     if len(specs) == 1 or vectorised_path(execution, aggs):
         parts, late_parts = [], []
         for spec, label in zip(specs, labels, strict=True):
-            out = _aggregate(events, spec, aggregates, columns, execution, series_start)
+            out = _aggregate(events, spec, aggregates, columns, execution, series_start, skip_empty)
             rejected = out.attrs.pop("rejected")  # the same rows for every spec
             late = out.attrs.pop("late")
             out.insert(len(keys), "window", label)

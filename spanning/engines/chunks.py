@@ -23,7 +23,13 @@ import pandas as pd
 from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns
 from spanning.aggregates.columns import EventSpans, no_columns
 from spanning.kernels import threads
-from spanning.kernels.compiled import chunk_runs, chunk_runs_into, key_extremes, window_labels
+from spanning.kernels.compiled import (
+    chunk_runs,
+    chunk_runs_into,
+    covered_windows,
+    key_extremes,
+    window_labels,
+)
 from spanning.kernels.ranges import runs_within
 from spanning.kernels.windows import WindowSpec
 
@@ -126,6 +132,7 @@ def reduce_chunk(
     cols: BatchColumns,
     carried: OpenKeys | None = None,
     carry: str = "none",
+    skip_empty: bool = False,
 ) -> ChunkResult:
     """Windows of a chunk of ``events`` of several keys, in arrival order, with the columns ``cols``.
 
@@ -133,7 +140,9 @@ def reduce_chunk(
     have no event in the chunk when it is carried. ``carry`` keeps windows open instead of releasing them
     at the chunk's end: for no group (``"none"``: each key's stream ends with the chunk), the last group
     (``"last"``: a stream sorted by key), or every group (``"all"``: a stream whose keys go on, as in
-    ``spanning stream``). What is kept comes back as ``result.carried``.
+    ``spanning stream``). What is kept comes back as ``result.carried``. ``skip_empty`` releases only the windows
+    that some event of the chunk covers (``empty_windows="skip"``); with ``carry="none"``, nothing carried and no
+    aggregate of the windows' bounds, the aggregates then work on those windows alone (``_covered_chunk``).
     """
     s, o = spec.slide, spec.offset
     starts, ends, groups, n_groups = events.starts, events.ends, events.groups, events.n_groups
@@ -157,8 +166,17 @@ def reduce_chunk(
     shift = base - range_from
     rows, run_first, run_last, late_rows, missed = _runs_in_shares(
         starts, ends, groups, bounds, share_clocks, range_from, shift, (s, o, spec.range, spec.ttp))
+    per_window = any(agg.capabilities.per_window for agg in aggregates)
+    if skip_empty and carried is not None and len(carried):
+        raise ValueError("skip_empty: a carried window may hold events of earlier chunks")
+    # windows that outnumber the events leave most of them empty: reduced over the covered windows alone, 10k keys'
+    # 9.2M windows of 15m/1m (2.9M covered) took 159 ms against 206 ms; with fewer windows than events, finding
+    # the covered ones costs more than it saves (50 keys at 15m/5m: 30 ms against 22 ms; 2026-11-29)
+    if skip_empty and carry == "none" and not per_window and total > len(run_first):
+        return _covered_chunk(spec, aggregates, cols if len(rows) == len(starts) else cols.subset(rows),
+                              (run_first, run_last, late_rows, missed), (n_windows, range_from, total))
     active_cols = cols
-    if any(agg.capabilities.per_window for agg in aggregates):  # the time inside windows: the events' spans
+    if per_window:  # the time inside windows: the events' spans
         spans = EventSpans(starts, ends, np.broadcast_to(_spread(shift, groups), starts.shape), spec.range, s, o)
         active_cols = cols.with_spans(spans)
     if len(rows) < len(starts):
@@ -184,13 +202,7 @@ def reduce_chunk(
             if positions is not None:
                 needed[positions] = True
     all_needed = total == 0 if needed is None else bool(needed.all())
-    results = [agg.window_results(active_cols, run_first, run_last, total) if not all_needed else None
-               for agg in aggregates]  # fmt: skip
-    # an aggregate that shares its windows' partials with one that needs them (approx_percentile with the
-    # column's kll_sketch) answers from those partials, so that its answers are the written sketch's
-    shares = [getattr(agg, "shared_as", lambda: None)() for agg in aggregates]
-    shared = {share for share, direct in zip(shares, results, strict=True) if direct is None} - {None}
-    results = [None if share in shared else direct for share, direct in zip(shares, results, strict=True)]
+    results = _direct_results(aggregates, active_cols, run_first, run_last, total, all_needed)
     within = None  # the runs cut to the needed windows, once for every aggregate that lowers the others
     if any(direct is not None for direct in results):
         run, first_in, last_in = runs_within(np.zeros(total, dtype=bool) if needed is None else needed, run_first,
@@ -216,6 +228,9 @@ def reduce_chunk(
 
     group_of_window, window_start, window_end = (np.empty(total, dtype=np.int64) for _ in range(3))
     window_labels(n_windows, range_from, s, o, spec.range, group_of_window, window_start, window_end)
+    if skip_empty:  # the windows' counts, shared with count and sum where they counted the same runs
+        covered = active_cols.run_counts(run_first, run_last, total) > 0
+        emit = covered if emit is None else emit & covered
     released = None if emit is None or emit.all() else np.flatnonzero(emit)
     if needed is None:  # released windows merged with carried ones
         lowered = np.zeros(0, dtype=np.int64)
@@ -232,6 +247,40 @@ def reduce_chunk(
     if released is not None:
         group_of_window, window_start, window_end = (a[released] for a in (group_of_window, window_start, window_end))
     return ChunkResult(group_of_window, window_start, window_end, values, late_rows, missed, kept)
+
+
+def _direct_results(aggregates: Sequence[Aggregate], cols: BatchColumns, first: np.ndarray, last: np.ndarray,
+                    total: int, none: bool = False) -> list:
+    """Each aggregate's results straight from the runs (``Aggregate.window_results``), or None where it needs its
+    partials (all None with ``none``)."""
+    results = [None if none else agg.window_results(cols, first, last, total) for agg in aggregates]
+    # an aggregate that shares its windows' partials with one that needs them (approx_percentile with the
+    # column's kll_sketch) answers from those partials, so that its answers are the written sketch's
+    shares = [getattr(agg, "shared_as", lambda: None)() for agg in aggregates]
+    shared = {share for share, direct in zip(shares, results, strict=True) if direct is None} - {None}
+    return [None if share in shared else direct for share, direct in zip(shares, results, strict=True)]
+
+
+def _covered_chunk(spec: WindowSpec, aggregates: Sequence[Aggregate], cols: BatchColumns, event_runs: tuple,
+                   windows: tuple) -> ChunkResult:
+    """``reduce_chunk``'s result over the covered windows alone (``skip_empty``, nothing carried or kept): each run
+    renumbered among them (its windows stay consecutive there) and the windows labelled and counted in one pass
+    (``covered_windows``), then the aggregates reduced over those windows only, sharing the counts."""
+    run_first, run_last, late_rows, missed = event_runs
+    n_windows, range_from, total = windows
+    marks = np.zeros(total + 1, dtype=np.int32 if max(total, len(run_first)) < 2**31 - 1 else np.int64)
+    counts, group, start, end = (np.empty(total + 1, dtype=np.int64) for _ in range(4))  # touched where written
+    first, last = np.empty_like(run_first), np.empty_like(run_last)
+    covered = covered_windows(run_first, run_last, n_windows, range_from, spec.slide, spec.offset, spec.range, marks,
+                              counts, group, start, end, first, last)  # fmt: skip
+    cols.share_run_counts(first, last, covered, counts[:covered])
+    results = _direct_results(aggregates, cols, first, last, covered)
+    partials = iter(threads.side_by_side([functools.partial(agg.window_partials, cols, first, last, covered)
+                                          for agg, direct in zip(aggregates, results, strict=True) if direct is None],
+                                         len(first)))  # fmt: skip
+    values = [agg.lower_partials(next(partials)) if direct is None else direct
+              for agg, direct in zip(aggregates, results, strict=True)]  # fmt: skip
+    return ChunkResult(group[:covered], start[:covered], end[:covered], values, late_rows, missed, None)
 
 
 def _shares_and_clocks(ends: np.ndarray, groups: np.ndarray, start_clock: np.ndarray) -> tuple[np.ndarray, list]:

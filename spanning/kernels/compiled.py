@@ -17,6 +17,7 @@ here reduce such runs into one value per window, each in one pass with no tempor
 * ``key_extremes`` and ``chunk_runs``: the same runs for a chunk of several keys whose clocks run per key
   (``spanning.engines.chunks.reduce_chunk``: ``spanning.aggregate`` and the stream's feed); ``chunk_runs_into``
   writes them in place, share after share, and ``window_labels`` gives the chunk's windows their keys and bounds;
+  ``covered_windows`` does it for the windows some event covers, with their counts (``empty_windows="skip"``);
 * ``run_sums_into`` and ``run_extremes_into``: ``run_sums_int`` (``run_counts``) and ``run_extremes`` into arrays
   that numpy allocated (huge pages: half the time on millions of windows);
 * ``dense_codes`` and ``first_rows``: integer keys as codes without hashing, and each code's first row;
@@ -67,8 +68,8 @@ except ImportError as missing:  # pragma: no cover - the package requires it; a 
     ) from missing
 
 __all__ = [
-    "CACHED", "appearance_codes", "chunk_runs", "chunk_runs_into", "dense_codes", "event_ends_into", "event_runs",
-    "first_rows", "plain_integers", "plain_records",
+    "CACHED", "appearance_codes", "chunk_runs", "chunk_runs_into", "covered_windows", "dense_codes",
+    "event_ends_into", "event_runs", "first_rows", "plain_integers", "plain_records",
     "key_extremes", "run_cells", "run_counts", "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int",
     "run_extremes_into", "run_sums_into", "run_windows", "text_layout", "text_neighbours_differ",
     "warm_up", "warm_up_shipped", "window_labels",
@@ -619,6 +620,37 @@ def window_labels(n_windows, range_from, slide, offset, range_, group, start, en
 
 
 @_compile
+def covered_windows(first, last, n_windows, range_from, slide, offset, range_, marks, counts, group, start, end,
+                    first_out, last_out):
+    """The windows that some run covers (``empty_windows="skip"``), in one difference array and one pass: returns
+    how many there are, and writes for each, in order, its count of runs to ``counts`` and its key and bounds to
+    ``group``, ``start`` and ``end`` (``window_labels``; each holds a slot more than the covered windows, as every
+    window is written and only a covered one moves on: no branch). ``marks``, zeros of ``Σ n_windows + 1``, ends
+    as each window's number among the covered ones (-1: not covered); ``first_out`` and ``last_out`` get each run
+    renumbered so: a run's windows are all covered, so they stay consecutive among them."""
+    for e in range(len(first)):
+        marks[first[e]] += 1
+        marks[last[e] + 1] -= 1
+    running = 0
+    covered = 0
+    w = 0
+    for g in range(len(n_windows)):
+        s = range_from[g] * slide + offset
+        for _ in range(n_windows[g]):
+            running += marks[w]
+            on = running > 0
+            counts[covered], group[covered], start[covered], end[covered] = running, g, s, s + range_
+            marks[w] = covered if on else -1  # a select: an empty window follows a covered one at random
+            covered += on
+            s += slide
+            w += 1
+    for e in range(len(first)):
+        first_out[e] = marks[first[e]]
+        last_out[e] = marks[last[e]]
+    return covered
+
+
+@_compile
 def run_sums_into(first, last, values, out):
     """``run_sums_int`` into ``out``, zeros of ``n_windows + 1`` allocated by the caller (numpy's huge pages, see
     ``window_labels``): the difference array, then its running sum in place; ``values`` of length 0 count the runs
@@ -865,6 +897,9 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
         "chunk_runs_into": [lambda c=c: chunk_runs_into(ints, ints, c, ints, ints, ints, 1, 0, 1, 0, ints.copy(),
                                                         ints.copy(), ints.copy(), 0) for c in codes_of],
         "window_labels": [lambda: window_labels(ints, ints, 1, 0, 1, ints.copy(), ints.copy(), ints.copy())],
+        "covered_windows": [lambda: covered_windows(ints, ints, ints, ints, 1, 0, 1, np.zeros(2, np.int32),
+                                                    *(np.zeros(2, np.int64) for _ in range(4)), ints.copy(),
+                                                    ints.copy())],
         "event_ends_into": [lambda t=t: event_ends_into(t, t, ints.copy()) for t in ints_of],
         "run_sums_into": [lambda v=v: run_sums_into(ints, ints, v, np.zeros(2, np.int64))
                           for v in (*ints_of, ints[:0])],
@@ -883,7 +918,7 @@ COMPILE_SECONDS = {"run_cells": 6.8, "run_extremes": 0.6, "dense_codes": 2.8, "r
                    "chunk_runs": 1.2, "event_runs": 1.0, "run_sums_float": 0.9, "run_sums_int": 0.3,
                    "key_extremes": 0.3, "run_windows": 0.3, "first_rows": 0.2,
                    "text_neighbours_differ": 0.7, "appearance_codes": 1.6,
-                   "chunk_runs_into": 1.2, "window_labels": 0.3, "run_sums_into": 0.6,
+                   "chunk_runs_into": 1.2, "window_labels": 0.3, "covered_windows": 0.5, "run_sums_into": 0.6,
                    "run_extremes_into": 2.6, "event_ends_into": 0.3, "plain_integers": 0.5,
                    "plain_records": 1.3}  # fmt: skip
 # plain_records: one compile, uncached, 2026-11-29 (1.25 s); run_extremes, run_extremes_into and appearance_codes

@@ -1,0 +1,125 @@
+"""``empty_windows="skip"`` of ``spanning.aggregate`` and ``aggregate_many``: the oracle's windows that have members.
+
+A window is skipped when no event is a member of it (docs/SEMANTICS.md: overlapping and arrived while it was
+open), as ``spanning run`` skips it by default. The batch path reduces over the covered windows alone when they
+are outnumbered by the windows of the keys' series (``spanning.engines.chunks._covered_chunk``), else it drops
+the empty ones after; the per-event techniques and the aggregates of the windows' bounds drop them after too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import spanning
+from spanning.engines import chunks
+from spanning.kernels import threads
+from tests.budget import examples
+from tests.oracle import oracle
+from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
+
+BOUNDS = {"n": "count", "occ": "occupancy", "sum_x": "sum:x"}  # occupancy: an aggregate of the windows' bounds
+
+
+def with_members(expected: dict, count: str = "n") -> dict:
+    """The oracle's windows that have members (its count ``count`` above 0)."""
+    return {k: [w for w in ws if w[2][count] > 0] for k, ws in expected.items()}
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=window_specs(), events=streams(max_events=50, keys=4), shared=st.booleans(), spread=st.sampled_from([1, 7]))
+def test_skipped_empty_windows_are_the_oracles_windows_with_members(spec, events, shared, spread):
+    """``spread`` 7 stretches the events' times apart, so that the keys' windows outnumber the events."""
+    events = [(k, s * spread, e * spread + (e > s), row) for k, s, e, row in events]
+    frame = to_frame(events)
+    expected, _ = oracle(events, *spec, ALL_AGGREGATES)
+    with pytest.MonkeyPatch.context() as patch:
+        if shared:  # each kernel cut into three shares, the aggregates side by side
+            patch.setattr(threads, "SHARED_FROM", 1)
+            patch.setattr(threads, "available_cores", lambda: 3)
+        out = spanning.aggregate(frame, *spec, aggregates=ALL_AGGREGATES, key="key", empty_windows="skip")
+    assert (out["n"] > 0).all()
+    assert_same_windows(frame_windows(out, ALL_AGGREGATES), with_members(expected))
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=window_specs(), events=streams(max_events=30, keys=3),
+       technique=st.sampled_from(["se-ml-slicing", "tuple-buckets", "aggregate-buckets"]))  # fmt: skip
+def test_skipped_empty_windows_of_the_per_event_techniques_and_of_the_bounds_aggregates(spec, events, technique):
+    frame = to_frame(events)
+    expected, _ = oracle(events, *spec, ALL_AGGREGATES)
+    out = spanning.aggregate(frame, *spec, aggregates=ALL_AGGREGATES, key="key", technique=technique,
+                             empty_windows="skip")  # fmt: skip
+    assert "__spanning_events__" not in out
+    assert_same_windows(frame_windows(out, ALL_AGGREGATES), with_members(expected))
+    bounds, _ = oracle(events, *spec, BOUNDS)
+    out = spanning.aggregate(frame, *spec, aggregates=BOUNDS, key="key", empty_windows="skip")
+    assert_same_windows(frame_windows(out, BOUNDS), with_members(bounds))
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=st.lists(window_specs(), min_size=2, max_size=3), events=streams(max_events=30, keys=3),
+       technique=st.sampled_from(["se-slicing", "se-ml-slicing"]))  # fmt: skip
+def test_aggregate_many_skips_the_empty_windows_of_every_spec(specs, events, technique):
+    frame = to_frame(events)
+    aggregates = {"sum_x": "sum:x", "max_y": "max:y"}  # no count: the skip counts for itself
+    window_specs_ = [spanning.WindowSpec(*spec) for spec in specs]
+    out = spanning.aggregate_many(frame, window_specs_, aggregates, key="key", technique=technique,
+                                  empty_windows="skip")  # fmt: skip
+    assert list(out.columns) == ["key", "window", "window_start", "window_end", "sum_x", "max_y"]
+    for spec, label in zip(specs, spanning.engines.batch.window_labels(window_specs_), strict=True):
+        expected, _ = oracle(events, *spec, {**aggregates, "n": "count"})
+        kept = {k: [(s, e, {n: v[n] for n in aggregates}) for s, e, v in ws]
+                for k, ws in with_members(expected).items()}  # fmt: skip
+        assert_same_windows(frame_windows(out[out["window"] == label], aggregates), kept)
+
+
+def test_sparse_windows_are_reduced_over_the_covered_ones_alone(monkeypatch):
+    """Two keys, each with two calls an hour apart, 1-minute slides: 4 calls cover 8 of 127 windows. The covered
+    path runs (only when skipping), and gives the dense path's non-empty rows."""
+    frame = pd.DataFrame({"key": [1, 2, 1, 2], "start": [0, 30, 3600, 3630], "end": [100, 130, 3700, 3730],
+                          "v": [5, 6, 7, 8]})  # fmt: skip
+    calls = []
+    covered_chunk = chunks._covered_chunk
+    monkeypatch.setattr(chunks, "_covered_chunk", lambda *a: calls.append(a) or covered_chunk(*a))
+    aggregates = {"n": "count", "s": "sum:v", "m": "max:v"}
+    skipped = spanning.aggregate(frame, 120, 60, aggregates=aggregates, key="key", empty_windows="skip")
+    assert len(calls) == 1
+    emitted = spanning.aggregate(frame, 120, 60, aggregates=aggregates, key="key")
+    assert len(calls) == 1 and len(emitted) > 4 * len(skipped)
+    dense = emitted[emitted["n"] > 0].reset_index(drop=True)
+    skipped.attrs.clear()
+    dense.attrs.clear()
+    pd.testing.assert_frame_equal(skipped, dense, check_exact=True)
+    # the windows of 120 s that a call overlaps and that are open at its end (TTP 0): [0, 100) is in [0, 120) and
+    # [60, 180), not in [-60, 60), which its arrival closed
+    assert skipped["window_start"].tolist() == [0, 60, 3600, 3660, 60, 120, 3660, 3720]
+    assert skipped["n"].tolist() == [1] * 8
+
+
+def test_windows_outnumbered_by_the_events_are_dropped_after(monkeypatch):
+    """The same calls and 300 short ones inside the first: 304 events for 127 windows. The covered path does not
+    run; the empty windows are dropped after the dense path, by the counts that count and sum share."""
+    frame = pd.DataFrame({"key": [1, 2, 1, 2], "start": [0, 30, 3600, 3630], "end": [100, 130, 3700, 3730],
+                          "v": [5, 6, 7, 8]})  # fmt: skip
+    short = pd.DataFrame({"key": 1, "start": np.arange(300) % 90, "v": 1}).assign(end=lambda f: f["start"] + 10)
+    frame = pd.concat([short, frame], ignore_index=True)  # first: not late
+    monkeypatch.setattr(chunks, "_covered_chunk", lambda *a: pytest.fail("the covered path ran"))
+    for aggregates in ({"n": "count", "s": "sum:v", "m": "max:v"}, {"m": "max:v"}):  # counted by the skip alone
+        skipped = spanning.aggregate(frame, 120, 60, aggregates=aggregates, key="key", empty_windows="skip")
+        emitted = spanning.aggregate(frame, 120, 60, aggregates=aggregates, key="key")
+        assert len(emitted) == 127 and len(skipped) == 9  # [-60, 60) holds short calls
+        dense = emitted[emitted["m"].notna()].reset_index(drop=True)  # a window with a member has a max of v
+        skipped.attrs.clear()
+        dense.attrs.clear()
+        pd.testing.assert_frame_equal(skipped, dense, check_exact=True)
+
+
+def test_empty_windows_takes_emit_or_skip():
+    frame = pd.DataFrame({"start": [0], "end": [5]})
+    with pytest.raises(ValueError, match="empty_windows must be 'emit' or 'skip', got 'drop'"):
+        spanning.aggregate(frame, 10, 5, empty_windows="drop")
+    assert np.array_equal(spanning.aggregate(frame, 10, 5, empty_windows="skip")["count"], [1, 1])
