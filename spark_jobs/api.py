@@ -82,7 +82,8 @@ def aggregate(
     * ``windows`` instead of ``range`` and ``slide``: several window specs in one call, each ``"15m/5m"`` or a
       pair ``(range, slide)``, computed as the command's repeated ``--window`` computes them (a job per spec over
       the same prepared rows, unioned); the windows and late rows then carry a ``window`` column naming their spec
-      as the command names it (range/slide in chronons: ``"900/300"``). A stream takes one spec;
+      as the command names it (range/slide in chronons: ``"900/300"``); on a stream too (one query, a reducer per
+      spec over each batch);
     * ``aggregates``: the command's forms (``"count"``, ``"sum:bytes"``, ``"max:duration"``, ``"erlang"``, ...),
       as a list (output columns named as the command names them: ``sum_bytes``) or as a dict of output name ->
       form; ``None`` is ``["count"]``;
@@ -136,7 +137,7 @@ def aggregate(
                          " first arriving event ('first', the default) or at a time you give")  # fmt: skip
     specs, names = _aggregate_specs(aggregates)
     events = EventFields(start, end, duration, keys, point_events, time_unit, timezone or "UTC")
-    several = _window_specs(range, slide, windows, time_unit, streaming)
+    several = _window_specs(range, slide, windows, time_unit)
     query = WindowQuery(*(several[0] if several else (parse_duration(range, time_unit),
                                                       parse_duration(slide, time_unit))),
                         parse_duration(ttp, time_unit), specs, parse_duration(offset, time_unit), windows=several,
@@ -155,7 +156,7 @@ def aggregate(
 
 
 def _window_specs(range_: int | str | None, slide: int | str | None, windows: Sequence[str | tuple] | None,
-                  time_unit: str, streaming: bool) -> list[tuple[int, int]]:  # fmt: skip
+                  time_unit: str) -> list[tuple[int, int]]:
     """The specs of ``windows=`` as (range, slide) chronons (none: ``range=`` and ``slide=`` give the one spec),
     checked as the command checks ``--window`` against ``--range``/``--slide``; as there, windows given so carry
     the ``window`` column, even one."""
@@ -170,9 +171,6 @@ def _window_specs(range_: int | str | None, slide: int | str | None, windows: Se
     specs = [parse_window(spec, time_unit, "windows= entry") for spec in windows]
     if not specs:
         raise UsageError("windows= is empty: give one or more window specs such as '15m/5m'")
-    if streaming and len(specs) > 1:
-        raise UsageError("a stream takes one window spec: give range= and slide=, or one entry in windows= (a query"
-                         " per spec serves several)")  # fmt: skip
     return specs
 
 

@@ -155,10 +155,11 @@ class BatchWriter:
         windows = self._as_output(reduced.windows, self.zone)
         computed = time.perf_counter()
         keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
+        tag = {"window": "window"} if job.cfg.query.windows else {}  # the window spec's label (SpecReducers)
         outputs = {
-            "windows": (windows, {**keys, "window_start": "window_start", "window_end": "window_end",
+            "windows": (windows, {**keys, **tag, "window_start": "window_start", "window_end": "window_end",
                                   **{n: i for n, i in job.aggregates.items() if n != EVENTS_COLUMN}}),
-            "late": (reduced.late, {**job.originals, "windows_missed": "windows_missed"}),
+            "late": (reduced.late, {**job.originals, **tag, "windows_missed": "windows_missed"}),
             "rejected": (reduced.rejected, {**job.originals, REASON: REASON}),
         }  # fmt: skip
         tables = {kind: pa.table({name: rows.column(internal) for name, internal in columns.items()})
@@ -169,7 +170,7 @@ class BatchWriter:
         ends = [b["max_end"] for b in stats.values() if b["max_end"] is not None]
         # every bucket's state version after this batch: those it left alone carried over
         after = {**{str(b): list(v) for b, v in before.items()}, **{str(b): s["version"] for b, s in stats.items()}}
-        return {"rows_read": sum(b["accepted"] for b in stats.values()) + counts["rejected"], **counts,
+        return {"rows_read": reduced.accepted + counts["rejected"], **counts,
                 "max_end": max(ends) if ends else None, "compute_seconds": round(computed - began, 3),
                 "state_written": sum(b["state_written"] for b in stats.values()),
                 "write_seconds": round(time.perf_counter() - computed, 3),
