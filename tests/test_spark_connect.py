@@ -62,7 +62,8 @@ class ConnectRun:
             _, err = self.process.communicate(timeout=600)
             assert self.process.returncode == 0, err[-4000:]
             self._results = pickle.loads(self.out.read_bytes())
-            print("Connect seconds:", self._results["seconds"], file=sys.stderr)
+            print("Connect seconds:", self._results["seconds"], "streams:", self._results["stream_seconds"],
+                  file=sys.stderr)
         return self._results
 
 
