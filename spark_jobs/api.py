@@ -82,7 +82,8 @@ def aggregate(
     * ``windows`` instead of ``range`` and ``slide``: several window specs in one call, each ``"15m/5m"`` or a
       pair ``(range, slide)``, computed as the command's repeated ``--window`` computes them (a job per spec over
       the same prepared rows, unioned); the windows and late rows then carry a ``window`` column naming their spec
-      as the command names it (range/slide in chronons: ``"900/300"``). A stream takes one spec;
+      as the command names it (range/slide in chronons: ``"900/300"``); on a stream too (one query, a reducer per
+      spec over each batch);
     * ``aggregates``: the command's forms (``"count"``, ``"sum:bytes"``, ``"max:duration"``, ``"erlang"``, ...),
       as a list (output columns named as the command names them: ``sum_bytes``) or as a dict of output name ->
       form; ``None`` is ``["count"]``;
@@ -111,10 +112,6 @@ def aggregate(
     if spark is not None and not session_kind.same_session(spark, df.sparkSession):
         raise UsageError("spark= is another session than the DataFrame's: leave it out (the DataFrame's is used)")
     spark = df.sparkSession
-    if df.isStreaming and session_kind.is_connect(spark):
-        raise UsageError("a streaming DataFrame of a Spark Connect session is not supported yet: use a classic"
-                         " session (SparkSession.builder.getOrCreate()) or `spanning stream`, or give each batch"
-                         " of files as a batch DataFrame")  # fmt: skip
     keys = [] if key is None else list(key) if isinstance(key, list | tuple) else [key]
     texts = [("start", start), ("end", end), ("duration", duration), *[("key", k) for k in keys]]
     wrong = [(name, value) for name, value in texts if value is not None and not isinstance(value, str)]
@@ -136,7 +133,7 @@ def aggregate(
                          " first arriving event ('first', the default) or at a time you give")  # fmt: skip
     specs, names = _aggregate_specs(aggregates)
     events = EventFields(start, end, duration, keys, point_events, time_unit, timezone or "UTC")
-    several = _window_specs(range, slide, windows, time_unit, streaming)
+    several = _window_specs(range, slide, windows, time_unit)
     query = WindowQuery(*(several[0] if several else (parse_duration(range, time_unit),
                                                       parse_duration(slide, time_unit))),
                         parse_duration(ttp, time_unit), specs, parse_duration(offset, time_unit), windows=several,
@@ -155,7 +152,7 @@ def aggregate(
 
 
 def _window_specs(range_: int | str | None, slide: int | str | None, windows: Sequence[str | tuple] | None,
-                  time_unit: str, streaming: bool) -> list[tuple[int, int]]:  # fmt: skip
+                  time_unit: str) -> list[tuple[int, int]]:
     """The specs of ``windows=`` as (range, slide) chronons (none: ``range=`` and ``slide=`` give the one spec),
     checked as the command checks ``--window`` against ``--range``/``--slide``; as there, windows given so carry
     the ``window`` column, even one."""
@@ -170,9 +167,6 @@ def _window_specs(range_: int | str | None, slide: int | str | None, windows: Se
     specs = [parse_window(spec, time_unit, "windows= entry") for spec in windows]
     if not specs:
         raise UsageError("windows= is empty: give one or more window specs such as '15m/5m'")
-    if streaming and len(specs) > 1:
-        raise UsageError("a stream takes one window spec: give range= and slide=, or one entry in windows= (a query"
-                         " per spec serves several)")  # fmt: skip
     return specs
 
 
@@ -313,7 +307,8 @@ class StreamResult:
         options = self._options(checkpoint, trigger, drain, idle_flush, max_disorder, buckets)
         cfg = replace(self._cfg, output=OutputOptions(str(path)))
         stream_output(cfg, options, create=False)  # a harmful path fails before the stream is built
-        return self._start(options, partitions, lambda job: self._writer(job, stream_output(cfg, options)))
+        return self._start(options, partitions, lambda job: self._writer(job, stream_output(cfg, options)),
+                           lambda job: {"output": str(stream_output(cfg, options)), "renames": self._renames})
 
     def foreach_batch(self, fn: Callable[[DataFrame, DataFrame, DataFrame, int], None], *, checkpoint: str,
                       trigger: str | None = None, drain: bool = False, idle_flush: int | str | None = None,
@@ -322,7 +317,11 @@ class StreamResult:
         """Start the query that calls ``fn(windows, late, rejected, batch_id)`` for each micro-batch, with the
         three outputs of ``write_stream`` as DataFrames; returns the ``StreamingQuery``. A batch run again after a
         failure calls ``fn`` again with the same rows and id (make the sink's write idempotent by ``batch_id``,
-        as ``write_stream`` does). The other parameters are ``write_stream``'s."""
+        as ``write_stream`` does). The other parameters are ``write_stream``'s.
+
+        On a Spark Connect session ``fn`` runs in the server's Python, as Spark's own ``foreachBatch`` does there:
+        it must be picklable (cloudpickle: a function of your script or notebook, holding no session, lock or open
+        file), and its DataFrames are the batch's session's (``windows.sparkSession``)."""
         options = self._options(checkpoint, trigger, drain, idle_flush, max_disorder, buckets)
         renames = self._renames
 
@@ -333,7 +332,8 @@ class StreamResult:
                       for kind in ("windows", "late", "rejected")]  # fmt: skip
             fn(*frames, batch_id)
 
-        return self._start(options, partitions, lambda job: self._batch_writer(job, None, sink))
+        return self._start(options, partitions, lambda job: self._batch_writer(job, None, sink),
+                           lambda job: {"fn": fn, "renames": renames})
 
     def _options(self, checkpoint: str, trigger: str | None, drain: bool, idle_flush: Any, max_disorder: Any,
                  buckets: int | None) -> StreamOptions:  # fmt: skip
@@ -363,8 +363,12 @@ class StreamResult:
                 {**tables, "windows": _renamed(tables["windows"], renames)}, batch_id)
         return writer
 
-    def _start(self, options: StreamOptions, partitions: int | None, make_writer: Callable[[Any], Any]) -> Any:
-        """Build the stream's query over the DataFrame and start it, under the job's settings."""
+    def _start(self, options: StreamOptions, partitions: int | None, make_writer: Callable[[Any], Any],
+               on_server: Callable[[Any], dict]) -> Any:  # fmt: skip
+        """Build the stream's query over the DataFrame and start it, under the job's settings. On a classic session
+        ``make_writer(job)`` gives the ``BatchWriter`` that each batch runs in this process; on a Connect session
+        the batches run in the server's Python, which builds it from the parameters ``on_server(job)`` gives
+        (``stream.remote``)."""
         # a batch DataFrame loads no module of the stream (17 ms of spark_jobs.api's import)
         from spark_jobs.stream.buckets import warm_up_in_background
         from spark_jobs.stream.query import check_checkpoint, job_record, saved_kinds, start_query, stateful_rows
@@ -372,14 +376,19 @@ class StreamResult:
 
         spark, cfg = self._spark, self._cfg
         ship_engine(spark)
+        connect = session_kind.is_connect(spark)
         state = Path(options.checkpoint) / "spanning"
         kinds = KindCounts(self._kinds_rows, saved_kinds(options))
         settings = {ZONE: cfg.events.timezone, ANSI: "false"}  # no shuffle to set: partitions= is the spread's own
-        warm_up_in_background()  # the driver's kernel, which reduces each batch, while the query is planned
+        if not connect:  # on Connect the batches are reduced in the server's Python, not here
+            warm_up_in_background()  # the driver's kernel, which reduces each batch, while the query is planned
         with job_settings(spark, settings):
             job = stateful_rows(spark, self._df, cfg, options, kinds, spread=partitions)
             check_checkpoint(state, job_record(cfg, options, self._df.schema, "dataframe"))  # the query built: good
-            each_batch = batch_function(job, make_writer(job))
+            if connect:
+                each_batch = _server_function(job, on_server(job))
+            else:
+                each_batch = batch_function(job, make_writer(job))
             query = start_query(job, each_batch)
         if not options.final_flush:
             return query
@@ -412,4 +421,25 @@ def _unpersist(frames: tuple) -> None:
 
 def _renamed(table: Any, renames: dict[str, str]) -> Any:
     """An Arrow table with its columns renamed (``renames``: old -> new)."""
-    return table.rename_columns([renames.get(name, name) for name in table.column_names]) if renames else table
+    from spark_jobs.stream.writer import renamed as renamed_table  # a batch DataFrame loads no module of the stream
+
+    return renamed_table(table, renames)
+
+
+def _server_function(job: Any, parameters: dict) -> Callable[[Any, int], None]:
+    """The ``foreachBatch`` function of a stream on a Connect session, which runs in the server's Python
+    (``stream.remote``); a ``foreach_batch`` function that cannot be pickled is told in one line."""
+    import pickle
+
+    from spark_jobs.sessions.session import engine_zip
+    from spark_jobs.stream.remote import StreamOnServer, server_function
+
+    stream = StreamOnServer(job.without_frames(), job.cfg.events.timezone, **parameters)
+    try:
+        return server_function(stream, engine_zip())
+    except (pickle.PicklingError, TypeError, AttributeError) as err:
+        if parameters.get("fn") is None:
+            raise
+        raise UsageError(f"foreach_batch's function cannot be pickled ({err}): on a Spark Connect session it runs"
+                         " in the server's Python, as Spark's foreachBatch does there; define it in your script or"
+                         " notebook, holding no session, lock or open file (use windows.sparkSession)") from None

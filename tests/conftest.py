@@ -30,6 +30,9 @@ settings.load_profile("spanning")
 
 # all that an executor of a cluster needs installed (pip name: import name)
 BARE_PACKAGES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "numba": "numba"}
+#: what pyspark[connect] adds (distribution -> import name): a Connect server's foreachBatch process imports them
+CONNECT_PACKAGES = {"grpcio": "grpc", "grpcio-status": "grpc_status", "googleapis-common-protos": "google.api",
+                    "zstandard": "zstandard"}  # fmt: skip
 # where scripts/setup.sh compiles the kernel copy that executors importing the shipped engine run (the cluster test
 # gives its bare executors this folder as SPANNING_KERNEL_CACHE, so they load it rather than compile it)
 KERNEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spanning" / "kernel"
@@ -109,21 +112,35 @@ def bare_python(tmp_path_factory) -> Iterator[Path]:
     ``pip install`` of the same versions would have unpacked them: under a second, where the install took 25 s of
     a core and wrote 535 MB. What the executors can import is checked below either way.
     """
+    yield from _bare_venv(tmp_path_factory, "bare-venv", BARE_PACKAGES)
+
+
+@pytest.fixture(scope="session")
+def connect_server_python(tmp_path_factory) -> Iterator[Path]:
+    """``bare_python`` with the Spark Connect client's packages (``CONNECT_PACKAGES``), still without the project:
+    the Python of a Connect server's workers, whose ``foreachBatch`` process imports ``pyspark.sql.connect`` (Spark
+    starts it with the server's ``PYSPARK_PYTHON``; without grpc it fails to start)."""
+    yield from _bare_venv(tmp_path_factory, "connect-server-venv", {**BARE_PACKAGES, **CONNECT_PACKAGES})
+
+
+def _bare_venv(tmp_path_factory, name: str, packages: dict[str, str]) -> Iterator[Path]:
+    """A new venv's ``python`` whose site-packages links the distributions ``packages`` (name -> import name) and
+    what they require, and nothing of the project (checked)."""
     began = time.perf_counter()
-    venv = tmp_path_factory.mktemp("bare-venv")
+    venv = tmp_path_factory.mktemp(name)
     env = {k: v for k, v in os.environ.items() if k not in _OWN_ENVIRONMENT}
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], env=env, check=True, timeout=300)
     python = venv / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env=env,
                           capture_output=True, text=True, check=True, timeout=120).stdout.strip()  # fmt: skip
-    linked = _link_distributions(sorted(BARE_PACKAGES), Path(site))
+    linked = _link_distributions(sorted(packages), Path(site))
     probe = "import importlib.util as u, json, sys; print(json.dumps([n for n in sys.argv[1:] if u.find_spec(n)]))"
-    names = [*sorted(BARE_PACKAGES.values()), "spanning", "buckets", "sweeping", "spark_jobs", "sortedcontainers",
+    names = [*sorted(packages.values()), "spanning", "buckets", "sweeping", "spark_jobs", "sortedcontainers",
              "pyspark"]
     found = subprocess.run([str(python), "-c", probe, *names], env=env, cwd=venv, capture_output=True, text=True,
                            check=True, timeout=120)  # fmt: skip
-    assert json.loads(found.stdout) == sorted(BARE_PACKAGES.values()), found.stdout  # no project, no sortedcontainers
-    print(f"bare venv with {', '.join(linked)}: {time.perf_counter() - began:.1f} s", file=sys.stderr)
+    assert json.loads(found.stdout) == sorted(packages.values()), found.stdout  # no project, no sortedcontainers
+    print(f"{name} with {', '.join(linked)}: {time.perf_counter() - began:.1f} s", file=sys.stderr)
     yield python
     shutil.rmtree(venv, ignore_errors=True)  # links only: the linked copies stay
 

@@ -159,6 +159,7 @@ def run_scenarios(spark, folder: Path) -> dict:
         except UsageError as err:
             mistakes["stream"] = str(err)
         recorder.results["mistakes"] = mistakes
+        recorder.results.update(stream_scenarios(recorder, frame, folder))
 
         usable_after = {  # the session still runs the user's queries, with the user's settings
             "sum": spark.range(10).selectExpr("sum(id)").first()[0],
@@ -177,6 +178,93 @@ def run_scenarios(spark, folder: Path) -> dict:
         for name, value in before.items():
             spark.conf.set(name, value)
     return recorder.results
+
+
+#: the stream scenarios' query: one spec (``windows=`` adds a second), series from each key's first event
+STREAM_QUERY = {"ttp": "30m", "aggregates": AGGS, "key": "cell"}
+STREAM_SPECS = ["15m/5m", (3600, "10m")]
+
+
+def received_into(folder: str) -> Callable:
+    """A ``foreach_batch`` function that writes the three frames it is given as Parquet files into ``folder``.
+    Made in this function, it refers to no module of the tests: cloudpickle takes it by value to a Connect server's
+    Python, which has neither the tests nor the project."""
+
+    def sink(windows, late, rejected, batch_id):
+        import os
+
+        import pyarrow.parquet as pq
+
+        for name, rows in (("windows", windows), ("late", late), ("rejected", rejected)):
+            os.makedirs(os.path.join(folder, name), exist_ok=True)
+            pq.write_table(rows.toArrow(), os.path.join(folder, name, f"batch={batch_id}.parquet"))
+
+    return sink
+
+
+def written(folder: Path) -> dict[str, pd.DataFrame]:
+    """A stream's three outputs under ``folder`` (``kind/batch=N`` folders or files) as pandas, the windows' bounds
+    as epoch seconds."""
+    from tests.test_spark_job import read_output
+
+    return {kind: pd.concat([read_output(path) for path in sorted((folder / kind).glob("batch=*"))] or [pd.DataFrame()],
+                            ignore_index=True)
+            for kind in ("windows", "late", "rejected")}  # fmt: skip
+
+
+def stream_scenarios(recorder: Recorder, frame: pd.DataFrame, folder: Path) -> dict:
+    """The calls on a streaming DataFrame of Parquet files (typed times): ``write_stream`` in two available-now rounds
+    (the second file added between them, the second round drained), ``foreach_batch`` over both files with two
+    window specs (drained), and a batch call over both files per spec, which they are held to."""
+    import spanning.spark
+
+    spark = recorder.spark
+    rows = frame.dropna(subset=["start"])
+    stamps = {c: pd.to_datetime(rows[c], unit="s", utc=True).astype("datetime64[us, UTC]") for c in ("start", "end")}
+    rows = rows.assign(**stamps, bytes=rows["bytes"].astype("Int64")).sort_values("end", kind="stable")
+    landing, everything = folder / "landing", folder / "all"
+    landing.mkdir()
+    everything.mkdir()
+    half = len(rows) // 2
+    for i, part in enumerate((rows.iloc[:half], rows.iloc[half:])):
+        part.to_parquet(everything / f"part-{i}.parquet", index=False)
+    schema = spark.read.parquet(str(everything)).schema
+    results = {}
+    steps: dict[str, float] = {}  # seconds of each step
+    began = time.perf_counter()
+
+    stream = spanning.spark.aggregate(spark.readStream.schema(schema).parquet(str(landing)), range="15m",
+                                      slide="5m", **STREAM_QUERY)  # fmt: skip
+    out, checkpoint = folder / "stream_out", str(folder / "stream_chk")
+    failures = []
+    for i, drain in enumerate((False, True)):
+        (landing / f"part-{i}.parquet").write_bytes((everything / f"part-{i}.parquet").read_bytes())
+        query = recorder.act(f"write_stream round {i}", lambda drain=drain: stream.write_stream(
+            str(out), checkpoint=checkpoint, trigger="available-now", drain=drain))
+        query.awaitTermination()
+        failures.append(query.exception())
+        recorder.check(f"write_stream round {i}: done")
+        steps[f"write_stream round {i}"] = round(time.perf_counter() - began - sum(steps.values()), 2)
+    results["stream_rounds"] = {**written(out), "failures": [str(f) for f in failures if f is not None],
+                                "released_in_round_0": len(list((out / "windows").glob("batch=0")))}  # fmt: skip
+
+    received = folder / "received"
+    specs = spanning.spark.aggregate(spark.readStream.schema(schema).parquet(str(everything)), windows=STREAM_SPECS,
+                                     **STREAM_QUERY)  # fmt: skip
+    query = recorder.act("foreach_batch", lambda: specs.foreach_batch(
+        received_into(str(received)), checkpoint=str(folder / "specs_chk"), trigger="available-now", drain=True))
+    query.awaitTermination()
+    recorder.check("foreach_batch: done")
+    results["stream_specs"] = {**written(received), "failures": [str(query.exception())] if query.exception() else []}
+    steps["foreach_batch"] = round(time.perf_counter() - began - sum(steps.values()), 2)
+
+    for i, spec in enumerate(STREAM_SPECS):  # a batch call per spec, each tagged with its spec (windows=[spec])
+        batch = spanning.spark.aggregate(spark.read.parquet(str(everything)), windows=[spec], series_start="first",
+                                         **STREAM_QUERY)  # fmt: skip
+        results[f"stream_batch_{i}"] = outputs(recorder, f"stream_batch_{i}", batch)
+    steps["batch"] = round(time.perf_counter() - began - sum(steps.values()), 2)
+    results["stream_seconds"] = steps
+    return results
 
 
 def worker_facts(spark) -> list[str]:

@@ -2,16 +2,19 @@
 
 One process of its own starts a local Connect server (``SparkSession.builder.remote("local[2]")``: the server's
 SparkContext lives in that process, so it cannot share this one with the suite's classic session) whose Python
-workers run ``bare_python`` (numpy, pandas, pyarrow, numba; not the project, nor pyspark): the engine reaches them
-as an artifact of the session. It makes every call of ``tests/session_scenarios.py`` while this process makes the
-same calls on the suite's classic session, and each kind is held to the oracle and ``spanning run`` (a table, a
-joined-and-filtered frame), to the read-side path (a plain Parquet read), and to the other kind (every parameter;
-two window specs in one call against two calls). The session's settings (a zone, ANSI on, shuffle partitions, Arrow
-values of the test's own) are read back after every action on both kinds.
+workers run ``connect_server_python`` (numpy, pandas, pyarrow, numba and the Connect client's packages, which the
+server's foreachBatch process imports; not the project, nor pyspark): the engine reaches them as an artifact of the
+session, and a stream's foreachBatch process in its function (``spark_jobs.stream.remote``). It makes every call of
+``tests/session_scenarios.py`` while this process makes the same calls on the suite's classic session, and each
+kind is held to the oracle and ``spanning run`` (a table, a joined-and-filtered frame), to the read-side path (a
+plain Parquet read), to batch calls (a stream in two available-now rounds; ``foreach_batch`` with two window specs)
+and to the other kind (every parameter; two window specs in one call against two calls, batch and stream). The
+session's settings (a zone, ANSI on, shuffle partitions, Arrow values of the test's own) are read back after every
+action on both kinds.
 
-The documented differences (README, "Use it from PySpark"), both named in ``test_every_parameter...``: a
-streaming DataFrame of a Connect session is refused in one line (the ``stream`` entry), and the result's frames
-are read from temporary views of the session there (``views``).
+The documented differences (README, "Use it from PySpark"): the result's frames are read from temporary views of
+the session on Connect (``views``, named in ``test_every_parameter...``), and ``foreach_batch``'s function runs in
+the server's Python there, so it must be picklable (the scenarios' is made by ``received_into``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import pytest
 
 from spark_jobs.sessions.session import ENGINE_ZIP
 from tests.conftest import KERNEL_CACHE
-from tests.session_scenarios import PARAMETERS, run_scenarios
+from tests.session_scenarios import PARAMETERS, STREAM_SPECS, run_scenarios
 from tests.test_spark_api import calls, expected_windows, rows_by_id, run_command, text_frame
 from tests.test_spark_job import assert_frames_match
 
@@ -44,9 +47,9 @@ _NOT_INHERITED = ("PYTHONPATH", "PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS", "
 class ConnectRun:
     """The Connect process, started at once; ``results()`` waits for it (the classic calls run meanwhile)."""
 
-    def __init__(self, bare_python: Path, folder: Path) -> None:
+    def __init__(self, server_python: Path, folder: Path) -> None:
         env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-        env.update(PYSPARK_PYTHON=str(bare_python), SPANNING_KERNEL_CACHE=str(KERNEL_CACHE))
+        env.update(PYSPARK_PYTHON=str(server_python), SPANNING_KERNEL_CACHE=str(KERNEL_CACHE))
         code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tests.session_scenarios import main; main()"
         self.out = folder / "results.pickle"
         # in its own folder: a local master's workers start in the server's folder, which must not hold the project
@@ -59,13 +62,14 @@ class ConnectRun:
             _, err = self.process.communicate(timeout=600)
             assert self.process.returncode == 0, err[-4000:]
             self._results = pickle.loads(self.out.read_bytes())
-            print("Connect seconds:", self._results["seconds"], file=sys.stderr)
+            print("Connect seconds:", self._results["seconds"], "streams:", self._results["stream_seconds"],
+                  file=sys.stderr)
         return self._results
 
 
 @pytest.fixture(scope="module")
-def connect(bare_python, tmp_path_factory):
-    run = ConnectRun(bare_python, tmp_path_factory.mktemp("connect"))
+def connect(connect_server_python, tmp_path_factory):
+    run = ConnectRun(connect_server_python, tmp_path_factory.mktemp("connect"))
     yield run
     if run.process.poll() is None:
         run.process.kill()
@@ -92,12 +96,12 @@ def canonical(frame: pd.DataFrame) -> list[list[str]]:
     return sorted(frame.astype(str).values.tolist())
 
 
-def test_the_connect_session_runs_on_workers_without_the_project_and_both_leave_the_settings_as_found(both,
-                                                                                                      bare_python):
+def test_the_connect_session_runs_on_workers_without_the_project_and_both_leave_the_settings_as_found(
+        both, connect_server_python):  # fmt: skip
     results = both["connect"]
     assert results["kind"].startswith("pyspark.sql.connect"), results["kind"]
     python, engine = results["workers"]
-    assert Path(python) == bare_python  # the server's workers ran the bare Python
+    assert Path(python) == connect_server_python  # the server's workers ran the Python without the project
     assert f"/{ENGINE_ZIP}/" in engine, engine  # importing the engine from the session's artifact
     for kind, results in both.items():
         assert results["changed"] == [], (kind, results["changed"][:5])  # after every call and every action
@@ -158,12 +162,12 @@ def test_every_parameter_gives_the_same_frames_on_both_kinds_and_mistakes_the_sa
         assert connect[name]["counts"] == classic[name]["counts"], name
         assert connect[name]["plans"] == classic[name]["plans"], name
     mistakes = dict(connect["mistakes"])
-    # the documented difference: a stream of a Connect session is refused in one line (classic: a StreamResult)
-    assert classic["mistakes"].pop("stream") == "StreamResult"
-    assert mistakes.pop("stream").startswith("a streaming DataFrame of a Spark Connect session is not supported yet")
+    assert mistakes.pop("stream") == classic["mistakes"].pop("stream") == "StreamResult"  # a stream is taken on both
     assert mistakes == classic["mistakes"] and all(mistakes.values()), mistakes
-    # the other: a Connect job's prepared rows are read from a temporary view of the session, one a call
-    calls_made = 2 + 2 + len(PARAMETERS)  # the table and the join, the two Parquet reads, the parameters
+    # the documented difference: a Connect job's prepared rows are read from a temporary view of the session, one a
+    # call (the stream scenarios' batch calls among them)
+    calls_made = 2 + 2 + len(PARAMETERS) + len(STREAM_SPECS)  # the table and the join, the two Parquet reads, the
+    # parameters, the batch calls the streams are held to
     assert len(connect["views"]) == calls_made and classic["views"] == [], connect["views"][:4]
 
 
@@ -175,6 +179,64 @@ def test_two_window_specs_in_one_call_equal_two_calls_on_both_kinds(both):
                 mine = together[part][together[part]["window"] == label]
                 assert len(mine) > 0 or part == "late", (kind, label, part)
                 assert canonical(mine) == canonical(alone[part]), (kind, label, part)
+
+
+def late_rows(frame: pd.DataFrame) -> list[tuple]:
+    """Late rows by call, window spec (where tagged) and windows missed: their times are read back in two ways
+    (Parquet's UTC instants, ``toPandas``'s wall-clock times)."""
+    tag = frame["window"] if "window" in frame else [None] * len(frame)
+    return sorted(zip(frame["call_id"], tag, frame["windows_missed"], strict=True))
+
+
+def rejected_rows(frame: pd.DataFrame) -> list[tuple]:
+    return sorted(zip(frame["call_id"], frame["reason"], strict=True))
+
+
+def untagged(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.drop(columns="window")
+
+
+def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_on_both_kinds(both):
+    """``write_stream`` in two available-now rounds (a file added between them, the second round drained) writes
+    the windows, late and rejected rows of one batch call over both files; the same on both kinds (on Connect each
+    batch is reduced and written in the server's foreachBatch Python, from the checkpoint's state)."""
+    for kind, results in both.items():
+        got, batch = results["stream_rounds"], results["stream_batch_0"]
+        assert got["failures"] == [] and got["released_in_round_0"], (kind, got["failures"])
+        assert len(got["windows"]) > 50 and len(got["late"]) > 0 and len(got["rejected"]) == 1, kind
+        assert canonical(got["windows"]) == canonical(untagged(batch["windows"])), kind
+        assert late_rows(got["late"]) == late_rows(untagged(batch["late"])), kind
+        assert rejected_rows(got["rejected"]) == rejected_rows(batch["rejected"]), kind
+    connect, classic = both["connect"]["stream_rounds"], both["classic"]["stream_rounds"]
+    for part in ("windows", "late", "rejected"):
+        assert list(connect[part].columns) == list(classic[part].columns), part
+        assert canonical(connect[part]) == canonical(classic[part]), part
+
+
+def test_foreach_batch_with_two_window_specs_receives_the_rows_of_two_calls_on_both_kinds(both):
+    """``foreach_batch`` over a stream with ``windows=`` (two specs, one query) receives each spec's windows and late
+    rows tagged, equal to a batch call per spec, and its first spec's to the one-spec stream's; the same rows on both
+    kinds (on Connect the function runs in the server's Python, given frames of the batch's session)."""
+    for kind, results in both.items():
+        got = results["stream_specs"]
+        assert got["failures"] == [], (kind, got["failures"])
+        assert list(got["windows"].columns[:4]) == ["cell", "window", "window_start", "window_end"], kind
+        for i, label in enumerate(("900/300", "3600/600")):
+            alone = results[f"stream_batch_{i}"]
+            for part in ("windows", "late"):
+                mine = got[part][got[part]["window"] == label]
+                assert len(mine) > 0, (kind, label, part)
+                if part == "windows":
+                    assert canonical(mine) == canonical(alone[part]), (kind, label)
+                else:
+                    assert late_rows(mine) == late_rows(alone[part]), (kind, label)
+        first = got["windows"][got["windows"]["window"] == "900/300"]
+        assert canonical(untagged(first)) == canonical(results["stream_rounds"]["windows"]), kind  # two stream calls
+        assert rejected_rows(got["rejected"]) == rejected_rows(results["stream_batch_0"]["rejected"]), kind
+    connect, classic = both["connect"]["stream_specs"], both["classic"]["stream_specs"]
+    for part in ("windows", "late", "rejected"):
+        assert list(connect[part].columns) == list(classic[part].columns), part
+        assert canonical(connect[part]) == canonical(classic[part]), part
 
 
 def test_spanning_run_as_a_connect_client_writes_what_the_local_engine_writes(both, tmp_path):

@@ -36,7 +36,7 @@ from spanning.kernels import threads
 from spark_jobs.reading.prepare import END, REASON, SEQ, START, Prepared, result_type, valid_column
 from spark_jobs.stream.bucket_store import NONE, BucketStore, Held, Version
 
-__all__ = ["BucketReducer", "Reduced", "warm_up_in_background", "BUCKET", "CONTROL", "FLUSH"]
+__all__ = ["BucketReducer", "Reduced", "SpecReducers", "warm_up_in_background", "BUCKET", "CONTROL", "FLUSH"]
 
 BUCKET, CONTROL, FLUSH = "_bucket", "_control_clock", "_control_flush"
 FAIL_ONCE: tuple[str, int] | None = None  # recovery tests: (flag file, end): a batch fails once past that end
@@ -51,14 +51,18 @@ class Reduced:
     late: Any  # the input row's internal columns, windows_missed
     rejected: Any  # the input row's internal columns, reason
     buckets: dict[int, dict]  # per bucket that the batch touched: its Version, stats and state
+    accepted: int = 0  # the batch's accepted rows (each counted once, whatever the number of window specs)
 
 
 class BucketReducer:
     """A micro-batch's rows (``prepare``'s, with ``_bucket`` and the control columns) against every bucket's
-    ``OpenWindows``; ``aggregates``: output name -> internal column; ``originals``: input column -> internal column."""
+    ``OpenWindows``; ``aggregates``: output name -> internal column; ``originals``: input column -> internal column.
+    ``offset``: added to a bucket's number where its state is kept and named (``SpecReducers``: each window spec's
+    buckets numbered apart in the one store and the batches' records)."""
 
     def __init__(self, prepared: Prepared, cfg: RunConfig, aggregates: dict[str, str], originals: dict[str, str],
-                 store: Path) -> None:  # fmt: skip
+                 store: Path, offset: int = 0) -> None:  # fmt: skip
+        self.offset = offset
         specs = {**prepared.aggregates(cfg.query), EVENTS_COLUMN: "count"}
         self.specs = {aggregates[name]: spec for name, spec in specs.items()}  # internal column -> aggregate
         self.events_column = aggregates[EVENTS_COLUMN] if cfg.query.empty_windows == "skip" else None
@@ -115,7 +119,7 @@ class BucketReducer:
                  for bucket, lo, hi in zip(touched, first.tolist(), after.tolist(), strict=True)]  # fmt: skip
 
         def reduce(part: tuple) -> tuple[list, Any, dict]:
-            return self._bucket(*part, versions.get(part[0], NONE))
+            return self._bucket(*part, versions.get(part[0] + self.offset, NONE))
 
         # the buckets on threads, one per core: a bucket's reduction is mostly numpy, Arrow and the compiled kernel,
         # which release the GIL (at 100k rows a batch, 15m/1m: 2 buckets on 2 threads 0.11-0.13 s, against 0.19-0.21
@@ -129,7 +133,8 @@ class BucketReducer:
             pa.concat_tables(late) if late else self.schemas["late"].empty_table(),
             self._table("rejected", {REASON: rejected.column(REASON),
                                      **{i: rejected.column(n) for n, i in self.originals.items()}}),
-            {bucket: stats for (bucket, _, _), (_, _, stats) in zip(parts, done, strict=True)},
+            {bucket + self.offset: stats for (bucket, _, _), (_, _, stats) in zip(parts, done, strict=True)},
+            len(accepted),
         )  # fmt: skip
 
     def _bucket(self, bucket: int, mine: Any, controls: list[dict], saved: Version) -> tuple[list, Any, dict]:
@@ -140,7 +145,7 @@ class BucketReducer:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        store = BucketStore(self.store, bucket, self.held)
+        store = BucketStore(self.store, bucket + self.offset, self.held)
         state = store.load(self._empty_state(), saved)
         windows = []
         for c in controls:  # the watermark (an idle flush), then the batch
@@ -188,6 +193,34 @@ class BucketReducer:
                 values = pa.array(values, from_pandas=True)
             arrays.append(values.cast(field.type))
         return pa.Table.from_arrays(arrays, schema=schema)
+
+
+class SpecReducers:
+    """Several window specs over one stream (``windows=``): a ``BucketReducer`` per spec over each batch's rows, its
+    buckets numbered after the specs before it (spec i's bucket b is ``i * buckets + b`` in the store and the
+    records), its windows and late rows tagged with the spec's ``window`` label, as the batch job tags them; the
+    rejected rows once."""
+
+    def __init__(self, reducers: list[BucketReducer], labels: list[str]) -> None:
+        self.reducers, self.labels = reducers, labels
+
+    def __call__(self, rows: Any, versions: Mapping[int, Version]) -> Reduced:
+        import pyarrow as pa
+
+        def tagged(table: Any, label: str, before: str) -> Any:
+            return table.add_column(table.schema.get_field_index(before), "window",
+                                    pa.array([label] * table.num_rows, pa.string()))  # fmt: skip
+
+        each = [reducer(rows, versions) for reducer in self.reducers]
+        return Reduced(
+            pa.concat_tables([tagged(r.windows, label, "window_start") for r, label in zip(each, self.labels,
+                                                                                            strict=True)]),
+            pa.concat_tables([tagged(r.late, label, "windows_missed") for r, label in zip(each, self.labels,
+                                                                                           strict=True)]),
+            each[0].rejected,
+            {bucket: stats for r in each for bucket, stats in r.buckets.items()},
+            each[0].accepted,
+        )  # fmt: skip
 
 
 def warm_up_in_background() -> threading.Thread:

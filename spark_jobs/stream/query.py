@@ -48,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ from spanning.app.files import Inputs, input_files
 from spanning.app.jobspec import EVENTS_COLUMN, RunConfig, UsageError, key_column
 from spanning.app.stream_command import JOB_FILE, StreamOptions
 from spanning.engines.reader import ColumnStats, text_stats
+from spanning.planning.specs import window_labels
 from spark_jobs.reading.prepare import (
     KindCounts,
     Prepared,
@@ -73,7 +74,7 @@ from spark_jobs.reading.prepare import (
 )
 from spark_jobs.stream.batch_records import save_json
 from spark_jobs.stream.bucket_store import STORE_FOLDER, write_whole
-from spark_jobs.stream.buckets import BUCKET, CONTROL, FLUSH, BucketReducer
+from spark_jobs.stream.buckets import BUCKET, CONTROL, FLUSH, BucketReducer, SpecReducers
 
 OPERATOR = "foreachBatch"  # job.json's "operator": where the open windows are reduced (the driver, stream_buckets)
 OLDER_OPERATORS = {  # those of checkpoints made before: refused (the versions of their state are in Spark's)
@@ -98,14 +99,20 @@ class StreamQuery:
     options: StreamOptions
     aggregates: dict[str, str]  # output name -> internal column of the reducer's windows
     originals: dict[str, str]  # input column -> internal column
-    reducer: BucketReducer  # a batch's rows against the buckets' open windows, on the driver
+    reducer: BucketReducer | SpecReducers  # a batch's rows against the buckets' open windows, on the driver
+
+    def without_frames(self) -> StreamQuery:
+        """What a batch needs, without the DataFrames (a Spark Connect client's, which cannot be pickled): the
+        query's ``foreachBatch`` function runs in the Connect server's Python (``stream.remote``)."""
+        return replace(self, rows=None, prepared=replace(self.prepared, rows=None))
 
 
 def job_record(cfg: RunConfig, options: StreamOptions, schema: T.StructType, fmt: str) -> dict:
     """What a checkpoint was made for: a restart must ask for the same."""
     query, events = cfg.query, cfg.events
     return {
-        "range": query.range, "slide": query.slide, "ttp": query.ttp, "offset": query.offset,
+        "range": query.range, "slide": query.slide, "windows": [list(spec) for spec in query.windows],
+        "ttp": query.ttp, "offset": query.offset,
         "aggregates": query.aggregates, "series_start": query.series_start, "keys": events.keys,
         "start": events.start, "end": events.end, "duration": events.duration, "point_events": events.point_events,
         "time_unit": events.time_unit, "buckets": options.buckets, "format": fmt, "schema": schema.json(),
@@ -129,6 +136,7 @@ def check_checkpoint(folder: Path, record: dict) -> None:
         made_by = f"spanning {saved[VERSION_ENTRY]}" if VERSION_ENTRY in saved else "spanning 0.1.0 or earlier"
         saved.setdefault("processor", PROCESSOR)  # a checkpoint made before --processor existed
         saved.setdefault("operator", "transformWithStateInPandas")  # a checkpoint made before "operator" existed
+        saved.setdefault("windows", [])  # made before a stream took several window specs: it had one
         if saved["processor"] == PROCESSOR and saved["operator"] != OPERATOR:
             until = OLDER_OPERATORS.get(saved["operator"])
             if until is None:  # not one of ours before: a later version's
@@ -339,8 +347,13 @@ def stateful_rows(spark: SparkSession, stream: DataFrame, cfg: RunConfig, option
     rows = rows.withColumn(CONTROL, F.lit(None).cast("long")).withColumn(FLUSH, F.lit(None).cast("boolean"))
     rows = rows.unionByName(controls, allowMissingColumns=True)
 
-    store = state / STORE_FOLDER
-    reducer = BucketReducer(prepared, cfg, aggregates, originals, store.resolve())
+    store = (state / STORE_FOLDER).resolve()
+    if cfg.query.windows:  # several specs (``windows=``): a reducer each, over the same rows, their rows tagged
+        reducer = SpecReducers([BucketReducer(prepared, replace(cfg, query=cfg.query.one_window(spec)), aggregates,
+                                              originals, store, offset=i * options.buckets)
+                                for i, spec in enumerate(cfg.query.specs)], window_labels(cfg.query.specs))
+    else:
+        reducer = BucketReducer(prepared, cfg, aggregates, originals, store)
     return StreamQuery(rows, prepared, cfg, options, aggregates, originals, reducer)
 
 

@@ -45,13 +45,15 @@ class BatchWriter:
     (``PENDING_FOLDER``) until its record is written; a restart writes any batch kept there before Spark starts."""
 
     def __init__(self, job: StreamQuery, output: Path | None, progress: Any = print,
-                 sink: Callable[[dict, int], None] | None = None, overlap: bool = False) -> None:  # fmt: skip
+                 sink: Callable[[dict, int], None] | None = None, overlap: bool = False,
+                 zone: str | None = None) -> None:  # fmt: skip
         """``output``: the folder of windows/, late/, rejected/ and summary.json; or None with ``sink``, which is
-        given each batch's three outputs as Arrow tables (name -> table) and its id, and writes them."""
+        given each batch's three outputs as Arrow tables (name -> table) and its id, and writes them. ``zone``: the
+        query's session time zone, when ``job`` has no DataFrame to read it from (``stream.remote``)."""
         self.job, self.output, self.progress = job, output, progress
         self.sink = sink if sink is not None else self._write_files
         # the session's time zone, which the batches' sessions (Spark's copies) keep: the windows' bounds are in it
-        self.zone = job.rows.sparkSession.conf.get("spark.sql.session.timeZone")
+        self.zone = zone or job.rows.sparkSession.conf.get("spark.sql.session.timeZone")
         for orphan in [] if output is None else output.glob("*/_tmp-batch=*"):  # a batch killed while writing:
             shutil.rmtree(orphan, ignore_errors=True)  # it runs again from the checkpoint
         self.lock = threading.Lock()
@@ -155,10 +157,11 @@ class BatchWriter:
         windows = self._as_output(reduced.windows, self.zone)
         computed = time.perf_counter()
         keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
+        tag = {"window": "window"} if job.cfg.query.windows else {}  # the window spec's label (SpecReducers)
         outputs = {
-            "windows": (windows, {**keys, "window_start": "window_start", "window_end": "window_end",
+            "windows": (windows, {**keys, **tag, "window_start": "window_start", "window_end": "window_end",
                                   **{n: i for n, i in job.aggregates.items() if n != EVENTS_COLUMN}}),
-            "late": (reduced.late, {**job.originals, "windows_missed": "windows_missed"}),
+            "late": (reduced.late, {**job.originals, **tag, "windows_missed": "windows_missed"}),
             "rejected": (reduced.rejected, {**job.originals, REASON: REASON}),
         }  # fmt: skip
         tables = {kind: pa.table({name: rows.column(internal) for name, internal in columns.items()})
@@ -169,7 +172,7 @@ class BatchWriter:
         ends = [b["max_end"] for b in stats.values() if b["max_end"] is not None]
         # every bucket's state version after this batch: those it left alone carried over
         after = {**{str(b): list(v) for b, v in before.items()}, **{str(b): s["version"] for b, s in stats.items()}}
-        return {"rows_read": sum(b["accepted"] for b in stats.values()) + counts["rejected"], **counts,
+        return {"rows_read": reduced.accepted + counts["rejected"], **counts,
                 "max_end": max(ends) if ends else None, "compute_seconds": round(computed - began, 3),
                 "state_written": sum(b["state_written"] for b in stats.values()),
                 "write_seconds": round(time.perf_counter() - computed, 3),
@@ -295,6 +298,11 @@ class IdleFlush:
         control_file(self.folder, f"advance-{batch_id:08d}.json",
                       [{BUCKET: b, CONTROL: clock, FLUSH: False} for b in range(options.buckets)])  # fmt: skip
         self.last = clock
+
+
+def renamed(table: Any, renames: dict[str, str]) -> Any:
+    """An Arrow table with its columns renamed (``renames``: old -> new)."""
+    return table.rename_columns([renames.get(name, name) for name in table.column_names]) if renames else table
 
 
 def batch_function(job: StreamQuery, writer: BatchWriter) -> Callable[[DataFrame, int], None]:
