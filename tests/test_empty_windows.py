@@ -19,7 +19,15 @@ from spanning.engines import chunks
 from spanning.kernels import threads
 from tests.budget import examples
 from tests.oracle import oracle
-from tests.streams import ALL_AGGREGATES, assert_same_windows, frame_windows, streams, to_frame, window_specs
+from tests.streams import (
+    ALL_AGGREGATES,
+    DISTINCT_AGGREGATES,
+    assert_same_windows,
+    frame_windows,
+    streams,
+    to_frame,
+    window_specs,
+)
 
 BOUNDS = {"n": "count", "occ": "occupancy", "sum_x": "sum:x"}  # occupancy: an aggregate of the windows' bounds
 
@@ -35,14 +43,17 @@ def test_skipped_empty_windows_are_the_oracles_windows_with_members(spec, events
     """``spread`` 7 stretches the events' times apart, so that the keys' windows outnumber the events."""
     events = [(k, s * spread, e * spread + (e > s), row) for k, s, e, row in events]
     frame = to_frame(events)
-    expected, _ = oracle(events, *spec, ALL_AGGREGATES)
+    aggregates = {**ALL_AGGREGATES, **DISTINCT_AGGREGATES}
+    expected, expected_late = oracle(events, *spec, aggregates)
     with pytest.MonkeyPatch.context() as patch:
         if shared:  # each kernel cut into three shares, the aggregates side by side
             patch.setattr(threads, "SHARED_FROM", 1)
             patch.setattr(threads, "available_cores", lambda: 3)
-        out = spanning.aggregate(frame, *spec, aggregates=ALL_AGGREGATES, key="key", empty_windows="skip")
+        out = spanning.aggregate(frame, *spec, aggregates=aggregates, key="key", empty_windows="skip")
     assert (out["n"] > 0).all()
-    assert_same_windows(frame_windows(out, ALL_AGGREGATES), with_members(expected))
+    assert_same_windows(frame_windows(out, aggregates), with_members(expected))
+    late = out.attrs["late"]
+    assert dict(zip(late.index.tolist(), late["windows_missed"].tolist(), strict=True)) == expected_late
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -116,6 +127,56 @@ def test_windows_outnumbered_by_the_events_are_dropped_after(monkeypatch):
         skipped.attrs.clear()
         dense.attrs.clear()
         pd.testing.assert_frame_equal(skipped, dense, check_exact=True)
+
+
+def test_shared_sketches_are_built_once_when_the_aggregates_run_side_by_side(monkeypatch):
+    """approx_percentile answers from the windows' KLL sketches that kll_sketch writes (``shared_as``, through
+    ``BatchColumns.memo``). With the aggregates in two threads ([ap, n] | [k]) both asked for them at once; the memo
+    had no lock, so both built them, and a KLL past K values compacts at random. Slowed down here, so that the two
+    threads surely meet."""
+    import threading
+    import time
+
+    from spanning.aggregates.distinct import ObjectArrays
+
+    monkeypatch.setattr(threads, "SHARED_FROM", 1)
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    built = []
+    build = ObjectArrays._window_partials
+
+    def slowly(self, *args):
+        built.append(threading.current_thread().name)
+        time.sleep(0.2)
+        return build(self, *args)
+
+    monkeypatch.setattr(ObjectArrays, "_window_partials", slowly)
+    rng = np.random.default_rng(0)
+    starts = np.sort(rng.integers(0, 2000, 3000))
+    frame = pd.DataFrame({"start": starts, "end": starts + 500, "y": rng.random(3000)})
+    aggregates = {"ap": "approx_percentile:y:0.5", "n": "count", "k": "kll_sketch:y"}
+    for empty_windows in ("emit", "skip"):
+        built.clear()
+        out = spanning.aggregate(frame, 600, 300, 10**6, aggregates=aggregates, empty_windows=empty_windows)
+        assert len(built) == 1 and out["n"].max() > 1000, built
+
+
+def test_the_covered_windows_arrays_are_sized_by_the_events_not_by_the_series():
+    """Two calls 10^7 s apart in one key at 60/1 s: a series of 10^7 windows, 121 of them covered. The result's
+    columns are slices of arrays the covered path allocated: at most the runs' windows, not the series'."""
+    frame = pd.DataFrame({"start": [0, 10**7], "end": [1, 10**7 + 1]})
+    out = spanning.aggregate(frame, 60, 1, 10**8, aggregates={"n": "count"}, empty_windows="skip")
+    assert len(out) == 120 and out["n"].tolist() == [1] * 120
+    for name in ("window_start", "window_end", "n"):
+        column = out[name].to_numpy()
+        assert (column.base if column.base is not None else column).size <= 121, name
+
+
+def test_an_aggregate_named_as_the_skips_own_count_is_kept():
+    frame = pd.DataFrame({"start": [0, 100], "end": [5, 105], "x": [1, 2]})
+    aggregates = {"__spanning_events__": "sum:x", "n": "count"}
+    out = spanning.aggregate(frame, 10, 5, aggregates=aggregates, technique="se-ml-slicing", empty_windows="skip")
+    assert out.columns.tolist() == ["window_start", "window_end", "__spanning_events__", "n"]
+    assert out["__spanning_events__"].tolist() == [1, 1, 2, 2] and out["n"].tolist() == [1, 1, 1, 1]
 
 
 def test_empty_windows_takes_emit_or_skip():

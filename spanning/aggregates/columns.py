@@ -15,6 +15,7 @@ Both faces of every aggregate use these (docs/SEMANTICS.md §10):
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -72,6 +73,7 @@ class BatchColumns:
         self._seq = seq
         self.spans = spans  # the events' times and the windows', for aggregates that read them (occupancy)
         self._memo: dict = {}
+        self._locks: dict = {}
 
     @property
     def seq(self) -> np.ndarray:
@@ -85,9 +87,14 @@ class BatchColumns:
 
     def memo(self, key: tuple, compute: Any) -> Any:
         """``compute()``, once per key for these events: what several aggregates of one chunk derive alike
-        (the (event, window) pairs of their runs, ``spanning.aggregates.distinct``)."""
+        (the (event, window) pairs of their runs, ``spanning.aggregates.distinct``), once also when aggregates run
+        side by side in threads (``threads.side_by_side``): a second thread asking for a key waits for the first.
+        Two threads each building the windows' KLL sketches, which compact at random past K values, gave an
+        approx_percentile that was not the written sketch's."""
         if key not in self._memo:
-            self._memo[key] = compute()
+            with self._locks.setdefault(key, threading.Lock()):  # setdefault: one lock per key, even in a race
+                if key not in self._memo:
+                    self._memo[key] = compute()
         return self._memo[key]
 
     def run_counts(self, first: np.ndarray, last: np.ndarray, n: int) -> np.ndarray:

@@ -120,19 +120,21 @@ def _skips_empty(empty_windows: str) -> bool:
     return empty_windows == "skip"
 
 
-#: the events of each window, counted where an empty window is skipped and no count says which it is
-_EVENTS = "__spanning_events__"
+def _with_events(aggregates: Mapping[str, str | Aggregate] | None) -> tuple[dict[str, str | Aggregate], str]:
+    """``aggregates`` and a count of each window's events under a name of its own, where an empty window is skipped
+    and no count says which it is (the per-event path)."""
+    given = dict(aggregates) if aggregates is not None else {"count": "count"}
+    name = "__spanning_events__"
+    while name in given:
+        name += "_"
+    return {**given, name: "count"}, name
 
 
-def _with_events(aggregates: Mapping[str, str | Aggregate] | None) -> dict[str, str | Aggregate]:
-    return {**(aggregates if aggregates is not None else {"count": "count"}), _EVENTS: "count"}
-
-
-def _without_empty(windows: pd.DataFrame) -> pd.DataFrame:
-    """The windows that an event overlaps, ``_EVENTS`` dropped (attrs kept)."""
+def _without_empty(windows: pd.DataFrame, events: str) -> pd.DataFrame:
+    """The windows whose count ``events`` is above 0, without that column (attrs kept)."""
     attrs = dict(windows.attrs)
     windows.attrs.clear()
-    kept = windows[windows[_EVENTS].to_numpy() > 0].drop(columns=[_EVENTS]).reset_index(drop=True)
+    kept = windows[windows[events].to_numpy() > 0].drop(columns=[events]).reset_index(drop=True)
     kept.attrs.update(attrs)
     return kept
 
@@ -148,7 +150,8 @@ def _aggregate(
 ) -> pd.DataFrame:
     names, aggs = build_aggregates(aggregates)
     if skip_empty and not vectorised_path(execution, aggs):  # the per-event path counts the windows' events
-        return _without_empty(_aggregate(events, spec, _with_events(aggregates), columns, execution, series_start))
+        counted, name = _with_events(aggregates)
+        return _without_empty(_aggregate(events, spec, counted, columns, execution, series_start), name)
     if execution.height != "auto":
         make_technique(execution.technique, spec, aggs, execution.height)  # validates name and height early
     ev = read_events(events, aggs, columns, execution, series_start)
@@ -275,8 +278,9 @@ def aggregate_many(
     skip_empty = _skips_empty(given["empty_windows"])
     if skip_empty and not (len(specs) == 1 or vectorised_path(execution, aggs)):  # the MultiEngine counts them
         given["empty_windows"] = "emit"
-        return _without_empty(aggregate_many(events, specs, _with_events(aggregates), sharing=sharing, **{
-            name: given[name] for name in _OPTIONS}))
+        counted, name = _with_events(aggregates)
+        return _without_empty(aggregate_many(events, specs, counted, sharing=sharing, **{
+            option: given[option] for option in _OPTIONS}), name)
     keys = list(columns.keys)
     if len(specs) == 1 or vectorised_path(execution, aggs):
         parts, late_parts = [], []

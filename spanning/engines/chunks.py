@@ -273,7 +273,10 @@ def _covered_chunk(spec: WindowSpec, aggregates: Sequence[Aggregate], cols: Batc
     run_first, run_last, late_rows, missed = event_runs
     n_windows, range_from, total = windows
     marks = np.zeros(total + 1, dtype=np.int32 if max(total, len(run_first)) < 2**31 - 1 else np.int64)
-    counts, group, start, end = (np.empty(total + 1, dtype=np.int64) for _ in range(4))  # touched where written
+    # no more covered windows than either the windows or the runs' windows: the arrays the result keeps, touched
+    # only where written, are not sized by a series far longer than its events (1,000 keys at 60/1 s: 500M windows)
+    most = min(total, int(run_last.sum() - run_first.sum()) + len(run_first))
+    counts, group, start, end = (np.empty(most + 1, dtype=np.int64) for _ in range(4))
     first, last = np.empty_like(run_first), np.empty_like(run_last)
     covered = covered_windows(run_first, run_last, n_windows, range_from, spec.slide, spec.offset, spec.range, marks,
                               counts, group, start, end, first, last)  # fmt: skip
