@@ -9,7 +9,6 @@ fails (``_no_session_of_its_own``)."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -122,30 +121,6 @@ def connect_server_python(tmp_path_factory) -> Iterator[Path]:
     the Python of a Connect server's workers, whose ``foreachBatch`` process imports ``pyspark.sql.connect`` (Spark
     starts it with the server's ``PYSPARK_PYTHON``; without grpc it fails to start)."""
     yield from _bare_venv(tmp_path_factory, "connect-server-venv", {**BARE_PACKAGES, **CONNECT_PACKAGES})
-
-
-@pytest.fixture(scope="session")
-def connect_run(connect_server_python, tmp_path_factory):
-    """The Connect process of ``tests/test_spark_connect.py`` (``tests.connect_process``), started once."""
-    from tests.connect_process import ConnectRun
-
-    run = ConnectRun(connect_server_python, tmp_path_factory.mktemp("connect"))
-    yield run
-    run.stop()
-
-
-@pytest.fixture(autouse=True)
-def _connect_ahead(request) -> None:
-    """On the Spark tests' worker, the first Spark test of a run that holds the Connect module starts its Connect
-    process, which then runs beside the other Spark tests (about two minutes, mostly waiting on its server) rather
-    than after them: the suite took 9 min 49 s with it started by the module (2026-11-29)."""
-    if "spark" in request.fixturenames and _holds_the_connect_module(request.session):
-        request.getfixturevalue("connect_run")
-
-
-@functools.cache
-def _holds_the_connect_module(session: pytest.Session) -> bool:
-    return any(item.nodeid.startswith("tests/test_spark_connect.py") for item in session.items)
 
 
 def _bare_venv(tmp_path_factory, name: str, packages: dict[str, str]) -> Iterator[Path]:

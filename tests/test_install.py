@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from spanning.app.bench.names import BENCH_MODULES, PRESET_NAMES
-from tests.connect_process import wait_for_it
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRAS = ("pyspark", "py4j", *BENCH_MODULES, "hypothesis", "pytest")  # not base dependencies
@@ -187,9 +186,9 @@ def test_pip_install_with_the_spark_extra_gives_a_working_command(tmp_path):
     print(f"install {installed:.1f} s, all {time.perf_counter() - began:.1f} s")
 
 
-# on the Spark tests' worker (tests/conftest.py), its server never beside the Connect module's (``wait_for_it``): a
-# local Connect server listens on Connect's port, 15002, and a second one at the same time fails to start (or its
-# client reaches the other's server, which refuses its token)
+# on the Spark tests' worker (tests/conftest.py), after or before the Connect module, never beside it: a local Connect
+# server listens on Connect's port, 15002, and a second one at the same time fails to start (or its client reaches the
+# other's server, which refuses its token)
 @pytest.mark.xdist_group("spark")
 def test_pip_install_with_the_connect_extra_runs_the_readmes_connect_example(tmp_path):
     """A clean venv, ``pip install <checkout>[connect]`` (not editable), then README's Spark Connect example run as
@@ -211,7 +210,6 @@ def test_pip_install_with_the_connect_extra_runs_the_readmes_connect_example(tmp
     shutil.copy(ROOT / "data" / "sample_cdr.csv", elsewhere / "data")
     block = re.findall(r"```python3\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
     assert len(block) == 1, "README's one python3 block: the Connect example"
-    wait_for_it()  # the Connect module's server, started ahead (tests/connect_process.py), holds Connect's port
     done = subprocess.run([str(python), "-c", block[0]], cwd=elsewhere, env=env, capture_output=True, text=True,
                           timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

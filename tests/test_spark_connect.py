@@ -1,7 +1,6 @@
 """``spanning.spark.aggregate`` on a Spark Connect session, against its classic-session twin.
 
-One process of its own (``tests/connect_process.py``, started ahead with the first Spark test) starts a local
-Connect server (``SparkSession.builder.remote("local[2]")``: the server's
+One process of its own starts a local Connect server (``SparkSession.builder.remote("local[2]")``: the server's
 SparkContext lives in that process, so it cannot share this one with the suite's classic session) whose Python
 workers run ``connect_server_python`` (numpy, pandas, pyarrow, numba and the Connect client's packages, which the
 server's foreachBatch process imports; not the project, nor pyspark): the engine reaches them as an artifact of the
@@ -23,25 +22,65 @@ from __future__ import annotations
 import ast
 import json
 import os
+import pickle
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from spark_jobs.sessions.session import ENGINE_ZIP
+from tests.conftest import KERNEL_CACHE
 from tests.session_scenarios import PARAMETERS, STREAM_SPECS, run_scenarios
 from tests.test_spark_api import calls, expected_windows, rows_by_id, run_command, text_frame
 from tests.test_spark_job import assert_frames_match
 
 ROOT = Path(__file__).resolve().parent.parent
+#: what must not reach the Connect process: this process's session (a gateway), a remote of the user's, or a path
+#: that would put the checkout on the server's workers' path
+_NOT_INHERITED = ("PYTHONPATH", "PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE",
+                  "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")  # fmt: skip
+
+
+class ConnectRun:
+    """The Connect process, started at once; ``results()`` waits for it (the classic calls run meanwhile)."""
+
+    def __init__(self, server_python: Path, folder: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+        env.update(PYSPARK_PYTHON=str(server_python), SPANNING_KERNEL_CACHE=str(KERNEL_CACHE))
+        code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tests.session_scenarios import main; main()"
+        self.out = folder / "results.pickle"
+        # in its own folder: a local master's workers start in the server's folder, which must not hold the project
+        self.process = subprocess.Popen([sys.executable, "-c", code, str(self.out), str(folder)], cwd=folder,
+                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        self._results: dict | None = None
+
+    def results(self) -> dict:
+        if self._results is None:
+            _, err = self.process.communicate(timeout=600)
+            assert self.process.returncode == 0, err[-4000:]
+            self._results = pickle.loads(self.out.read_bytes())
+            print("Connect seconds:", self._results["seconds"], "streams:", self._results["stream_seconds"],
+                  file=sys.stderr)
+        return self._results
 
 
 @pytest.fixture(scope="module")
-def both(connect_run, spark, tmp_path_factory) -> dict[str, dict]:
+def connect(connect_server_python, tmp_path_factory):
+    run = ConnectRun(connect_server_python, tmp_path_factory.mktemp("connect"))
+    yield run
+    if run.process.poll() is None:
+        run.process.kill()
+        run.process.communicate()
+
+
+@pytest.fixture(scope="module")
+def both(connect, spark, tmp_path_factory) -> dict[str, dict]:
     """Every call's results on each kind: the classic session's made here while the Connect process runs."""
     classic = run_scenarios(spark, tmp_path_factory.mktemp("classic"))
-    return {"connect": connect_run.results(), "classic": classic}
+    return {"connect": connect.results(), "classic": classic}
 
 
 def test_readmes_connect_example_runs_and_prints_the_counts_its_comment_gives(both):
