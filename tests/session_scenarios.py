@@ -21,7 +21,19 @@ from typing import Any
 import pandas as pd
 
 from tests.test_readme import ROOT
-from tests.test_spark_api import AGGS, CELLS, RANGE, SLIDE, TTP, USER_SETTINGS, calls, seconds_of, text_frame, typed
+from tests.test_spark_api import (
+    AGGS,
+    CELLS,
+    RANGE,
+    SLIDE,
+    TTP,
+    USER_SETTINGS,
+    calls,
+    seconds_of,
+    stream_halves,
+    text_frame,
+    typed,
+)
 
 #: the user's settings the calls must leave as found: test_spark_api's (zone, ANSI on, shuffle partitions) and
 #: Arrow settings of this test's own
@@ -219,16 +231,7 @@ def stream_scenarios(recorder: Recorder, frame: pd.DataFrame, folder: Path) -> d
     import spanning.spark
 
     spark = recorder.spark
-    rows = frame.dropna(subset=["start"])
-    stamps = {c: pd.to_datetime(rows[c], unit="s", utc=True).astype("datetime64[us, UTC]") for c in ("start", "end")}
-    rows = rows.assign(**stamps, bytes=rows["bytes"].astype("Int64")).sort_values("end", kind="stable")
-    landing, everything = folder / "landing", folder / "all"
-    landing.mkdir()
-    everything.mkdir()
-    half = len(rows) // 2
-    for i, part in enumerate((rows.iloc[:half], rows.iloc[half:])):
-        part.to_parquet(everything / f"part-{i}.parquet", index=False)
-    schema = spark.read.parquet(str(everything)).schema
+    landing, everything, schema = stream_halves(spark, frame, folder)
     results = {}
     steps: dict[str, float] = {}  # seconds of each step
     began = time.perf_counter()

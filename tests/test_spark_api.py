@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pandas as pd
@@ -263,21 +264,28 @@ def test_counts_after_a_write_with_every_row_rejected_on_the_read_side_path(user
     assert result.counts == {"read": 3, "accepted": 0, "rejected": 3, "late": 0}
 
 
+def stream_halves(spark, frame: pd.DataFrame, folder: Path) -> tuple[Path, Path, Any]:
+    """The calls of ``frame`` with a start, their times as timestamps, in end order, written as two Parquet halves
+    to ``folder / "all"``, and an empty ``folder / "landing"`` that a stream reads them from: both, and their
+    schema."""
+    rows = frame.dropna(subset=["start"])
+    stamps = {c: pd.to_datetime(rows[c], unit="s", utc=True).astype("datetime64[us, UTC]") for c in ("start", "end")}
+    rows = rows.assign(**stamps, bytes=rows["bytes"].astype("Int64")).sort_values("end", kind="stable")
+    landing, everything = folder / "landing", folder / "all"
+    landing.mkdir()
+    everything.mkdir()
+    half = len(rows) // 2
+    for i, part in enumerate((rows.iloc[:half], rows.iloc[half:])):
+        part.to_parquet(everything / f"part-{i}.parquet", index=False)
+    return landing, everything, spark.read.parquet(str(everything)).schema
+
+
 def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_batch_gets_the_same_rows(
         user_session, tmp_path):  # fmt: skip
     import spanning.spark
 
     spark = user_session
-    frame = calls().dropna(subset=["start"])
-    stamps = {c: pd.to_datetime(frame[c], unit="s", utc=True).astype("datetime64[us, UTC]") for c in ("start", "end")}
-    frame = frame.assign(**stamps, bytes=frame["bytes"].astype("Int64")).sort_values("end", kind="stable")
-    landing, everything = tmp_path / "landing", tmp_path / "all"
-    landing.mkdir()
-    everything.mkdir()
-    half = len(frame) // 2
-    for i, part in enumerate((frame.iloc[:half], frame.iloc[half:])):
-        part.to_parquet(everything / f"part-{i}.parquet", index=False)
-    schema = spark.read.parquet(str(everything)).schema
+    landing, everything, schema = stream_halves(spark, calls(), tmp_path)
     query = {"range": "15m", "slide": "5m", "ttp": "30m", "aggregates": AGGS, "key": "cell"}
 
     stream = spanning.spark.aggregate(spark.readStream.schema(schema).parquet(str(landing)), **query)
