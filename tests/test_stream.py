@@ -311,6 +311,36 @@ def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle
     assert len(missed) > 0 and summary["late"] == len(missed)
 
 
+def test_two_window_specs_in_one_stream_give_each_specs_oracle_tagged_with_its_window(spark, tmp_path):
+    """``spanning stream --window 15m/5m --window 1h/5m``, one query over files out of order: each spec's windows
+    and late rows are the oracle's for that spec, tagged in a ``window`` column as ``spanning run`` tags them."""
+    calls = clean_calls(400, seed=13)
+    ends = pd.to_datetime(calls["end"])
+    edges = pd.date_range("2024-03-04", periods=5, freq="3h")
+    frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    frames = [frames[i] for i in (0, 2, 1, 3)]  # some calls late
+    drop_files(tmp_path / "in", frames)
+    query = ["--window", "15m/5m", "--window", "1h/5m", "--ttp", "10m", "--start", "start", "--end", "end", "--key",
+             "cell", "--agg", "count", "--agg", "sum:bytes", "--agg", "max:duration"]  # fmt: skip
+    assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
+                      "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", *query) == 0  # fmt: skip
+    events = oracle_events(frames)
+    got, late = windows_of(tmp_path / "out"), late_of(tmp_path / "out")
+    assert sorted(got["window"].unique()) == ["3600/300", "900/300"]  # range/slide in chronons, as run tags them
+    for label, (range_, slide) in {"900/300": (900, 300), "3600/300": (3600, 300)}.items():
+        expected, expected_late = oracle(events, range_, slide, 600, 0, AGGS)
+        expected = {k: [w for w in ws if w[2]["count"]] for k, ws in expected.items()}
+        mine = got[got["window"] == label]
+        mine = mine.assign(window_start=seconds(mine["window_start"]), window_end=seconds(mine["window_end"]))
+        assert_same_windows(frame_windows(mine, AGGS, key="cell"), expected)
+        missed = {events[seq][3]["call_id"]: n for seq, n in expected_late.items()}
+        mine_late = late[late["window"] == label]
+        assert dict(zip(mine_late["call_id"].astype(str), mine_late["windows_missed"], strict=True)) == missed
+        assert len(missed) > 0
+    summary = summary_of(tmp_path / "out")
+    assert summary["rows_read"] == summary["accepted"] == len(calls)
+
+
 def test_a_batch_writes_the_open_windows_of_the_keys_it_changed_not_its_bucket(spark, tmp_path):
     """State that follows the batch: with all 200 keys in one bucket, a batch of one key's calls writes that key's
     open windows (the bucket store's delta), where a whole bucket's state would be 200 keys' worth."""

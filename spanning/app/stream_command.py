@@ -27,7 +27,6 @@ EXAMPLE = """example:
 """
 
 STREAM_HELP = {
-    "window": "one window spec such as 15m/5m, instead of --range/--slide",
     "series_start": "per key, windows start after: first (start of its first arriving event, default) or a time"
     " in chronons (earliest needs the whole input)",
     "partitions": "spread each micro-batch's rows over N Spark tasks before they are validated (default: none, the"
@@ -190,8 +189,6 @@ def stream_config(args: argparse.Namespace) -> RunConfig:
             "--series-start earliest needs the whole input: a stream starts each key's series at its first"
             " arriving event (first, the default) or at a time you give"
         )
-    if len(query.specs) > 1:
-        raise UsageError("spanning stream takes one window spec: give --range/--slide or one --window")
     return RunConfig(
         inputs=InputFiles([args.input_dir], args.input_format, args.delimiter),
         events=events,
