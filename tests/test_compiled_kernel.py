@@ -183,11 +183,7 @@ def test_event_runs_follow_the_ttp_definition(data, slide, range_, offset, ttp, 
         assert bool(late[i]) == (accepted[i] and bool(overlapping) and overlapping[0] not in counted)
 
 
-def test_dense_codes_number_integers_in_order_and_refuse_wide_spans():
-    got = compiled.dense_codes(np.array([9, -3, 9, 4], np.int64), 100)
-    assert got.tolist() == [2, 0, 2, 1]
-    assert len(compiled.dense_codes(np.array([-(2**63), 2**63 - 1], np.int64), 100)) == 0  # the span wraps int64
-    assert len(compiled.dense_codes(np.array([0, 1000], np.int64), 100)) == 0
+def test_first_rows_give_each_codes_first_row_and_the_row_count_for_a_code_without_one():
     assert compiled.first_rows(np.array([1, 0, 1, 0], np.int64), 3).tolist() == [1, 0, 4]
 
 

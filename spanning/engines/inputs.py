@@ -33,6 +33,7 @@ from spanning.kernels.compiled import (
     appearance_codes,
     first_rows,
     key_extremes,
+    table_span,
     text_layout,
     text_neighbours_differ,
 )
@@ -297,7 +298,7 @@ def _integer_codes(values: np.ndarray, null: np.ndarray | None) -> tuple[np.ndar
     flags = np.zeros(0, dtype=bool) if null is None else null
     if not flags.flags.writeable:  # one compiled signature: a read-only mask would be another
         flags = flags.copy()
-    return appearance_codes(values, flags, 4 * len(values) + 1024)
+    return appearance_codes(values, flags, table_span(len(values)))
 
 
 def _null_group(codes: np.ndarray) -> np.ndarray:

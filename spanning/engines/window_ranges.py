@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spanning.kernels.compiled import appearance_codes, first_rows, run_cells, run_sums_int
+from spanning.kernels.compiled import appearance_codes, first_rows, run_cells, run_sums_int, table_span
 from spanning.kernels.ranges import (
     extreme_sentinel,
     range_count,
@@ -128,7 +128,7 @@ def key_codes(arrays: Sequence) -> np.ndarray:
     no_nulls = np.zeros(0, bool)
 
     def integer_codes(values: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, int]:
-        codes, first = appearance_codes(values, null, 4 * len(values) + 1024)
+        codes, first = appearance_codes(values, null, table_span(len(values)))
         return codes, len(first)
 
     def hashed(array) -> tuple[np.ndarray, int]:

@@ -20,9 +20,9 @@ here reduce such runs into one value per window, each in one pass with no tempor
   ``covered_windows`` does it for the windows some event covers, with their counts (``empty_windows="skip"``);
 * ``run_sums_into`` and ``run_extremes_into``: ``run_sums_int`` (``run_counts``) and ``run_extremes`` into arrays
   that numpy allocated (huge pages: half the time on millions of windows);
-* ``dense_codes`` and ``first_rows``: integer keys as codes without hashing, and each code's first row;
-  ``appearance_codes``: both at once, codes in order of first appearance, by a table over a short span or a hash
-  table over a wide one (``spanning.aggregate``'s and the Spark tasks' key codes, any integers: no sort);
+* ``appearance_codes``: integer keys as codes in order of first appearance and each code's first row, by a table
+  over a short span (up to ``table_span(rows)`` numbers) or a hash table over a wide one (``spanning.aggregate``'s
+  and the Spark tasks' key codes, any integers: no sort); ``first_rows``: each code's first row;
 * ``plain_integers`` and ``plain_records``: the reader's plain integers from Arrow text, or from CSV bytes straight
   (``spanning.app.csv_partials``: a byte range of plain records, typed without pyarrow's text columns);
 * ``text_neighbours_differ``: neighbouring text keys of an object column compared by their bytes in memory
@@ -68,10 +68,10 @@ except ImportError as missing:  # pragma: no cover - the package requires it; a 
     ) from missing
 
 __all__ = [
-    "CACHED", "appearance_codes", "chunk_runs", "chunk_runs_into", "covered_windows", "dense_codes",
+    "CACHED", "appearance_codes", "chunk_runs", "chunk_runs_into", "covered_windows",
     "event_ends_into", "event_runs", "first_rows", "plain_integers", "plain_records",
     "key_extremes", "run_cells", "run_counts", "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int",
-    "run_extremes_into", "run_sums_into", "run_windows", "text_layout", "text_neighbours_differ",
+    "run_extremes_into", "run_sums_into", "run_windows", "table_span", "text_layout", "text_neighbours_differ",
     "warm_up", "warm_up_shipped", "window_labels",
 ]  # fmt: skip
 
@@ -347,34 +347,19 @@ def chunk_runs(starts, ends, groups, clocks, range_from, shift, slide, offset, r
 
 
 @_compile
-def dense_codes(values, most):
-    """Codes 0 .. k − 1 of integer ``values`` in the order of their values, equal values equal codes, when they
-    span at most ``most`` numbers (a table over the span, no hashing); else an empty array."""
-    if len(values) == 0:
-        return np.zeros(0, np.int64)
-    low, high = values.min(), values.max()
-    if high - low < 0 or high - low >= most:  # past the span, or past int64 (it wrapped)
-        return np.zeros(0, np.int64)
-    code = np.zeros(high - low + 1, np.int64)
-    for v in values:
-        code[v - low] = 1
-    seen = 0
-    for i in range(len(code)):
-        seen += code[i]
-        code[i] = seen - 1
-    out = np.empty(len(values), np.int64)
-    for i in range(len(values)):
-        out[i] = code[values[i] - low]
-    return out
-
-
-@_compile
 def first_rows(codes, n_keys):
     """The first row of each key code (``len(codes)`` for a code with no row)."""
     rows = np.full(n_keys, len(codes), np.int64)
     for i in range(len(codes) - 1, -1, -1):
         rows[codes[i]] = i
     return rows
+
+
+def table_span(rows: int) -> int:
+    """The widest span of integer keys that ``appearance_codes`` codes by a table rather than a hash table, for
+    ``rows`` values: four slots a row (1,024 more for a few rows), so the table takes at most about four times the
+    codes' own memory."""
+    return 4 * rows + 1024
 
 
 @_compile
@@ -889,7 +874,6 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
         "run_occupancy": [lambda t=t: run_occupancy(ints, ints, 1, t, t, ints, 1, 1) for t in ints_of],
         "run_cells": [lambda t=t: run_cells(ints, t, t, 1, 1) for t in ints_of],
         "event_runs": [lambda t=t: event_runs(t, t, flags.copy(), 1, 0, 1, 0, 0, False) for t in ints_of],
-        "dense_codes": [lambda t=t: dense_codes(t, 1) for t in ints_of],
         "appearance_codes": [lambda t=t: appearance_codes(t, flags[:0].copy(), 1) for t in ints_of],
         "run_windows": [lambda: run_windows(ints, ints)],
         "key_extremes": [lambda c=c: key_extremes(ints, c, ints.copy(), True) for c in codes_of],
@@ -914,7 +898,7 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
 
 # seconds each kernel's warm-up calls (every=True) took to compile with an empty cache, one process on 2 cores
 # (the mean of two runs, 2026-11-28; 23-24 s in all); they only balance the shares of workers compiling together
-COMPILE_SECONDS = {"run_cells": 6.8, "run_extremes": 0.6, "dense_codes": 2.8, "run_occupancy": 1.9, "run_counts": 1.3,
+COMPILE_SECONDS = {"run_cells": 6.8, "run_extremes": 0.6, "run_occupancy": 1.9, "run_counts": 1.3,
                    "chunk_runs": 1.2, "event_runs": 1.0, "run_sums_float": 0.9, "run_sums_int": 0.3,
                    "key_extremes": 0.3, "run_windows": 0.3, "first_rows": 0.2,
                    "text_neighbours_differ": 0.7, "appearance_codes": 1.6,
