@@ -184,3 +184,29 @@ def test_empty_windows_takes_emit_or_skip():
     with pytest.raises(ValueError, match="empty_windows must be 'emit' or 'skip', got 'drop'"):
         spanning.aggregate(frame, 10, 5, empty_windows="drop")
     assert np.array_equal(spanning.aggregate(frame, 10, 5, empty_windows="skip")["count"], [1, 1])
+
+
+@pytest.mark.parametrize("technique", ["se-slicing", "tuple-buckets"])
+def test_a_result_of_no_window_has_the_dtypes_of_a_result_with_windows(technique):
+    """Every aggregate form, sketches and arg-aggregates among them, over no event (and over rows that are all
+    rejected) gives its columns the dtypes the same call gives them over two events: the dtype is declared by the
+    aggregate (``ResultKind``) and its input column, not read from values there are none of. (Over one event a
+    sample standard deviation is null in every window: its column is Float64 there too.)"""
+    aggregates = {**ALL_AGGREGATES, **DISTINCT_AGGREGATES, "hll": "hll_sketch:z", "kll": "kll_sketch:y",
+                  "ad": "approx_count_distinct:z", "arg": "argmax:x", "arg_y": "argmax:x:y"}  # fmt: skip
+    if technique != "se-slicing":  # the per-event path takes the exact forms
+        aggregates = {k: v for k, v in aggregates.items() if not v.startswith(("hll", "kll", "approx"))}
+    two = to_frame([(1, 0, 4, {"x": 3, "y": 2.5, "z": "a"}), (1, 1, 6, {"x": 4, "y": 0.5, "z": "b"})])
+    one = two.iloc[:1]
+    bad = two.assign(end=[-1, -1])  # ends before it starts: rejected
+
+    def dtypes(frame: pd.DataFrame) -> dict:
+        windows = spanning.aggregate(frame, 10, 5, 100, aggregates=aggregates, key="key", technique=technique)
+        return windows.dtypes.to_dict()
+
+    some = dtypes(two)
+    assert some["sd_y"] == pd.Float64Dtype() and some["arg_y"] == pd.Float64Dtype()
+    assert technique != "se-slicing" or some["hll"] == np.dtype(object)  # a sketch's bytes
+    assert dtypes(two.iloc[:0]) == some
+    assert dtypes(bad) == some
+    assert dtypes(one) == some

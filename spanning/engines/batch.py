@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from spanning.aggregates import Aggregate, BatchColumns, Count, nullable_column, seconds_columns
+from spanning.aggregates.capabilities import ResultKind
 from spanning.engines.chunks import KeyedEvents, batch_columns, key_values, reduce_chunk
 from spanning.engines.engine import Engine, build_aggregates, per_event_refusal
 from spanning.engines.inputs import FrameEvents, read_events
@@ -169,9 +170,9 @@ def _aggregate(
     else:
         windows, late_rows, missed = _per_event(spec, dict(zip(names, aggs, strict=True)), execution, ev)
 
-    for name in names:  # object columns (arg-aggregates, per-event results) as nullable dtypes
-        if windows[name].dtype == object:
-            windows[name] = nullable_column(windows[name])
+    for name, agg in zip(names, aggs, strict=True):  # object columns (arg-aggregates, per-event results) as nullable
+        if windows[name].dtype == object or not len(windows):
+            windows[name] = _result_column(agg, windows[name], frame)
     if "_group" in windows:  # the key columns are not in yet (``_vectorised`` puts them in where it can)
         key_rows = ev.group_rows[windows.pop("_group").to_numpy(dtype=np.int64)]
         for i, name in enumerate(ev.keys):  # key columns first, as the first row of each key holds them
@@ -186,6 +187,36 @@ def _aggregate(
     windows.attrs["late"] = late
     windows.attrs["rejected"] = ev.rejected
     return windows
+
+
+def _result_column(agg: Aggregate, values: pd.Series, frame: pd.DataFrame) -> Any:
+    """An aggregate's results as a nullable column (``nullable_column``: Int64 or Float64 where they are numbers). Where
+    no window has a value (no window at all, or each one's result is null) the dtype is the aggregate's declared one
+    (``_declared_dtype``), not the values' (objects, or floats for no value): a call's dtypes do not hang on its
+    rows."""
+    declared = _declared_dtype(agg, frame)
+    if not len(values):
+        return values if declared is None else pd.Series([], dtype=declared)
+    column = nullable_column(values)
+    if declared is None or declared == np.dtype(object):
+        return column
+    if declared == np.dtype(np.int64):  # counts are never null: int64 on every path, as the vectorised one gives them
+        return np.asarray(column, dtype=np.int64)
+    if column.dtype != object or any(v is not None for v in column):
+        return column
+    return pd.array([None] * len(column), dtype=declared)
+
+
+def _declared_dtype(agg: Aggregate, frame: pd.DataFrame) -> Any:
+    """The dtype of an aggregate's results by the kind it declares (``ResultKind``), that of its input column's
+    values for the kinds that take it (int64 for counts, Int64 or Float64 for numbers that may be null, objects for
+    sketches' bytes); None where the values decide (text, times, user-defined aggregates)."""
+    kind = agg.capabilities.result
+    if kind in (ResultKind.INPUT, ResultKind.RESULT_COLUMN):
+        numbers = frame[agg.result_column].dtype.kind if agg.result_column in frame else None
+        kind = ResultKind.INTEGER if numbers == "i" or numbers == "u" else ResultKind.FLOAT if numbers == "f" else None
+    return {ResultKind.COUNT: np.dtype(np.int64), ResultKind.INTEGER: pd.Int64Dtype(),
+            ResultKind.FLOAT: pd.Float64Dtype(), ResultKind.BINARY: np.dtype(object)}.get(kind)  # fmt: skip
 
 
 def _vectorised(
