@@ -9,6 +9,8 @@ fails (``_no_session_of_its_own``)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -16,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,11 +42,29 @@ KERNEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") 
 _OWN_ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
 
 
+#: the modules without the session that take a minute or so each (a cluster, pip installs, killed streams, every engine
+#: against the others: 38-62 s each on 2026-11-29): handed out first, so that none of them is the last unit of the run
+#: and keeps one worker busy while the other idles
+LONG_FIRST = ("tests/test_cluster.py", "tests/test_install.py", "tests/test_stream.py",
+              "tests/test_engine_agreement.py", "tests/test_first_hour.py")  # fmt: skip
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the group marks into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Spark tests marked as one group (see the docstring), and the order xdist hands the units out in
+    (``scripts/test.sh`` turns its own reordering off): the group first, then ``LONG_FIRST``'s modules, then the rest
+    as collected."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("spark"))  # one worker, one session (see the docstring)
+
+    def turn(item: pytest.Item) -> int:
+        if item.get_closest_marker("xdist_group") is not None:
+            return 0
+        module = item.nodeid.split("::")[0]
+        return 1 + LONG_FIRST.index(module) if module in LONG_FIRST else 1 + len(LONG_FIRST)
+
+    items.sort(key=turn)  # stable: each module's tests stay in their order
 
 
 def _active_spark_context() -> object | None:
@@ -113,6 +133,26 @@ def bare_python(tmp_path_factory) -> Iterator[Path]:
     a core and wrote 535 MB. What the executors can import is checked below either way.
     """
     yield from _bare_venv(tmp_path_factory, "bare-venv", BARE_PACKAGES)
+
+
+@pytest.fixture(scope="session")
+def connect_port(tmp_path_factory) -> Callable[[], contextlib.AbstractContextManager]:
+    """A lock that a test holds while a local Spark Connect server of its runs, shared by the run's workers (a file in
+    the run's temp root): such a server listens on Connect's port, 15002, and a second one at the same time fails to
+    start (or its client reaches the other's server, which refuses its token)."""
+    root = tmp_path_factory.getbasetemp()
+    path = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "spark-connect-port.lock"
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        with open(path, "a") as file:
+            fcntl.flock(file, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(file, fcntl.LOCK_UN)
+
+    return held
 
 
 @pytest.fixture(scope="session")

@@ -186,11 +186,7 @@ def test_pip_install_with_the_spark_extra_gives_a_working_command(tmp_path):
     print(f"install {installed:.1f} s, all {time.perf_counter() - began:.1f} s")
 
 
-# on the Spark tests' worker (tests/conftest.py), after or before the Connect module, never beside it: a local Connect
-# server listens on Connect's port, 15002, and a second one at the same time fails to start (or its client reaches the
-# other's server, which refuses its token)
-@pytest.mark.xdist_group("spark")
-def test_pip_install_with_the_connect_extra_runs_the_readmes_connect_example(tmp_path):
+def test_pip_install_with_the_connect_extra_runs_the_readmes_connect_example(tmp_path, connect_port):
     """A clean venv, ``pip install <checkout>[connect]`` (not editable), then README's Spark Connect example run as
     written from elsewhere, on a local Connect server whose workers run the venv's Python (the server's
     ``PYSPARK_PYTHON``, as README says); it prints the counts its comment gives."""
@@ -210,8 +206,9 @@ def test_pip_install_with_the_connect_extra_runs_the_readmes_connect_example(tmp
     shutil.copy(ROOT / "data" / "sample_cdr.csv", elsewhere / "data")
     block = re.findall(r"```python3\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
     assert len(block) == 1, "README's one python3 block: the Connect example"
-    done = subprocess.run([str(python), "-c", block[0]], cwd=elsewhere, env=env, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    with connect_port():  # its server on Connect's port: never beside the Connect module's (tests/conftest.py)
+        done = subprocess.run([str(python), "-c", block[0]], cwd=elsewhere, env=env, capture_output=True, text=True,
+                              timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     said = re.search(r"print\(result\.counts\)\s*# (\{.*\})", block[0])
     assert said and ast.literal_eval(done.stdout.strip().splitlines()[-1]) == ast.literal_eval(said.group(1))

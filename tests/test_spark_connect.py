@@ -68,11 +68,12 @@ class ConnectRun:
 
 
 @pytest.fixture(scope="module")
-def connect(connect_server_python, tmp_path_factory):
-    run = ConnectRun(connect_server_python, tmp_path_factory.mktemp("connect"))
-    yield run
-    if run.process.poll() is None:
-        run.process.kill()
+def connect(connect_server_python, tmp_path_factory, connect_port):
+    with connect_port():  # the install test's Connect example waits for this server to end (tests/conftest.py)
+        run = ConnectRun(connect_server_python, tmp_path_factory.mktemp("connect"))
+        yield run
+        if run.process.poll() is None:
+            run.process.kill()
         run.process.communicate()
 
 
