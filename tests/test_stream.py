@@ -516,9 +516,12 @@ def test_without_max_files_a_batch_takes_files_up_to_its_byte_bound(spark, four_
 
 
 @pytest.mark.parametrize("processor", PROCESSORS)
-@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize(("reduce_on", "overlap"), [("executors", False), ("driver", True), ("driver", False)])
 def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, four_files, tmp_path, monkeypatch,
-                                                                        processor, overlap):
+                                                                        processor, reduce_on, overlap):
+    """A batch whose reduction fails once, after some key groups wrote their next state files: in an executor's task
+    (the failure is the task's, the action's, so Spark commits nothing), or on the driver, where with batches that
+    overlap Spark had committed the batch and its rows wait in the checkpoint."""
     from spark_jobs.stream import buckets
 
     flag = tmp_path / "fail-once"
@@ -528,7 +531,7 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
     monkeypatch.setattr(buckets, "FAIL_ONCE", (str(flag), middle))
     args = [str(four_files / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
             "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", "--processor", processor,
-            *([] if overlap else ["--no-overlap"])]  # fmt: skip
+            "--reduce-on", reduce_on, *([] if overlap else ["--no-overlap"])]  # fmt: skip
     assert stream_cli(*args) == 1, "the injected failure stops the stream"
     assert not flag.exists()
     kinds = tmp_path / "chk" / "spanning" / "column-kinds.json"
@@ -740,11 +743,14 @@ def test_two_copies_of_a_checkpoint_reduced_side_by_side_each_go_on_from_their_o
         assert every_window(reducers[name], released[name]) == every_window(alone, alone_released), name
 
 
-def test_the_stream_s_files_are_on_disk_before_a_record_names_them(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("reduce_on", ["driver", "executors"])
+def test_the_stream_s_files_are_on_disk_before_a_record_names_them(spark, tmp_path, monkeypatch, reduce_on):
     """Every file the stream keeps under its checkpoint (state files, batch records, kinds) and every output it writes
     is flushed to disk (``fsync``) under its temporary name, and every folder holding them after its rename: a power
     loss cannot leave a committed batch's record naming an empty or missing file. (Spark's own files under
-    ``CHECKPOINT/query`` are Spark's.)"""
+    ``CHECKPOINT/query`` are Spark's.) Only this process's flushes are seen: on the executors, the state files and
+    output parts that the tasks write (with the same ``bucket_store.write_whole``) are left out, and what the driver
+    flushes (the batch folders it renames, the records) is checked."""
     flushed: set = set()
     flush = os.fsync
 
@@ -756,12 +762,16 @@ def test_the_stream_s_files_are_on_disk_before_a_record_names_them(spark, tmp_pa
     monkeypatch.setattr(os, "fsync", recorded)
     drop_files(tmp_path / "in", by_end(clean_calls(300, seed=8), 3))
     assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
-                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain") == 0  # fmt: skip
+                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
+                      "--reduce-on", reduce_on) == 0  # fmt: skip
     kept = [p for p in (tmp_path / "chk" / "spanning").rglob("*") if p.is_file()]
     written = [p for p in (tmp_path / "out").rglob("*") if p.is_file() and p.name != "_SPANNING_OUTPUT"]  # not the
     # output folder's mark, made once when the stream starts (spanning.app.outputs): no record names it
     assert any("buckets" in str(p) for p in kept) and any(p.suffix == ".parquet" for p in written)
     paths = [*kept, *written, *{p.parent for p in [*kept, *written]}]
+    if reduce_on == "executors":  # written in the tasks' Python workers, out of this process's sight
+        paths = [p for p in paths if "buckets" not in p.parts and p.suffix != ".parquet"]
+        assert any(p.name.startswith("batch=") for p in paths), "the driver's renamed batch folders are checked"
     unflushed = [p for p in paths if (p.stat().st_dev, p.stat().st_ino) not in flushed]
     assert unflushed == [], unflushed
 

@@ -32,6 +32,7 @@ STREAM_HELP = {
     "partitions": "spread each micro-batch's rows over N Spark tasks before they are validated (default: none, the"
                   " tasks that read a batch validate it; Spark packs small files and splits large ones per core)",
 }
+REDUCE_ON = ("executors", "driver")  # --reduce-on: where each batch is reduced (docs/STREAMING.md)
 PROCESSORS = ("auto", "python")  # one processor; the option stays for commands written before
 REMOVED_PROCESSOR = "jvm"  # the JVM micro-batch processor, removed on 2026-11-26 (docs/STREAMING.md)
 TRIGGER = re.compile(r"^available-now$|^(\d+(?:\.\d+)?)\s*(ms|s|m|h|milliseconds?|seconds?|minutes?|hours?)?$")
@@ -68,6 +69,8 @@ class StreamOptions:
     # a batch reduced and written while the next is read (spark_jobs.stream.writer.BatchWriter); not with
     # --idle-flush, whose control file each batch's watermark decides for the next
     overlap: bool = True
+    reduce_on: str = "executors"  # where a batch is reduced: in the executors' tasks, by key group, or on the driver
+    parallelism: int | None = None  # tasks of the executors' step; None: Spark's default parallelism
 
     def __post_init__(self) -> None:
         if not TRIGGER.match(self.trigger):
@@ -80,6 +83,10 @@ class StreamOptions:
             raise UsageError("--buckets must be at least 1")
         if self.max_disorder < 0 or (self.idle_flush is not None and self.idle_flush < 0):
             raise UsageError("--max-disorder and --idle-flush must not be negative")
+        if self.reduce_on not in REDUCE_ON:
+            raise UsageError(f"bad --reduce-on {self.reduce_on!r}: give {' or '.join(REDUCE_ON)}")
+        if self.parallelism is not None and self.parallelism < 1:
+            raise UsageError("--parallelism must be at least 1")
         if self.processor == REMOVED_PROCESSOR:
             raise UsageError("--processor jvm was removed: spanning stream has one processor, which runs every"
                              " query; leave the option out (docs/STREAMING.md)")  # fmt: skip
@@ -147,16 +154,24 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
                    " (default: never)")  # fmt: skip
     p.add_argument("--max-disorder", default="0", metavar="DURATION",
                    help="the stream's watermark lags its largest end by this much (default 0)")  # fmt: skip
-    p.add_argument("--buckets", type=int, default=None,
-                   help=f"hash buckets of keys, each kept apart and reduced on its own thread; fixed for a checkpoint"
-                        f" (default: the checkpoint's count, {DEFAULT_BUCKETS} for a new one)")  # fmt: skip
+    p.add_argument("--buckets", type=int, default=None, metavar="GROUPS",
+                   help=f"key groups: keys are hashed into this many groups, each with its own state files, reduced"
+                        f" by one task of the executors; fixed for a checkpoint, at most the tasks that can work at"
+                        f" once (default: the checkpoint's count, {DEFAULT_BUCKETS} for a new one)")  # fmt: skip
+    p.add_argument("--parallelism", type=int, default=None, metavar="N",
+                   help="tasks that reduce each micro-batch's key groups (default: Spark's default parallelism, the"
+                        " executors' cores); may change at any restart")  # fmt: skip
+    p.add_argument("--reduce-on", choices=REDUCE_ON, default="executors",
+                   help="where each micro-batch is reduced against the open windows: executors (default: by key"
+                        " group in the executors' tasks, the driver receiving a stats row per group) or driver (the"
+                        " batch's rows taken to the driver, as until 2026-11-29)")  # fmt: skip
     p.add_argument("--drain", action="store_true",
                    help="available-now: release every key's open windows at the end, as spanning run does at the end"
                    " of its input (the input is complete: a later event of those windows would be late)")  # fmt: skip
     p.add_argument("--no-overlap", dest="overlap", action="store_false",
-                   help="write each micro-batch before the next is read: its outputs about 0.2 s sooner, 10-20%%"
-                   " fewer events/s sustained (by default a batch is reduced and written while the next is read;"
-                   " --idle-flush does not overlap either)")  # fmt: skip
+                   help="--reduce-on driver: write each micro-batch before the next is read: its outputs about 0.2 s"
+                   " sooner, 10-20%% fewer events/s sustained (by default a batch is reduced and written while the"
+                   " next is read; not with --idle-flush, nor on the executors)")  # fmt: skip
     p.add_argument("--processor", default="auto",
                    help="does nothing: kept for commands written when there were two processors (auto and python"
                    " are the one processor; jvm was removed, see docs/STREAMING.md)")  # fmt: skip
@@ -175,6 +190,8 @@ def options_from_args(args: argparse.Namespace) -> StreamOptions:
         final_flush=args.drain,
         processor=args.processor,
         overlap=args.overlap,
+        reduce_on=args.reduce_on,
+        parallelism=args.parallelism,
     )
 
 

@@ -60,11 +60,13 @@ class BucketStore:
 
     def __init__(self, folder: str | Path, bucket: int, held: Held) -> None:
         self.folder, self.bucket, self.held = Path(folder) / str(bucket), bucket, held
+        self.cached: bool | None = None  # after ``load``: whether the state was held (None: there was none yet)
 
     def load(self, empty: OpenWindows, saved: Version) -> OpenWindows:
         """The bucket's state at ``saved``: the one its reducer wrote and kept, or ``empty`` filled from the files."""
         held = self.held.pop(self.bucket, None)
-        if held is not None and held[0] == saved.version:
+        self.cached = True if held is not None and held[0] == saved.version else (False if saved.version else None)
+        if self.cached:
             return held[1]
         if saved.version:
             empty.load_bytes(self._read("snapshot", saved.snapshot))

@@ -96,8 +96,13 @@ class BucketReducer:
         return OpenWindows(WindowSpec(*self.window), aggs, names, self.keys, self.series_start,
                            ChunkColumns(START, END, SEQ), skip_empty=self.events_column)  # fmt: skip
 
-    def __call__(self, rows: Any, versions: Mapping[int, Version]) -> Reduced:
-        """``rows``: one micro-batch as an Arrow table; ``versions``: each bucket's state before it."""
+    def __getstate__(self) -> dict:
+        """Pickled (into an executor's task, or a Connect server's Python) without the states it holds."""
+        return {**self.__dict__, "held": {}}
+
+    def __call__(self, rows: Any, versions: Mapping[int, Version], workers: int | None = None) -> Reduced:
+        """``rows``: one micro-batch as an Arrow table; ``versions``: each bucket's state before it; ``workers``:
+        the threads that reduce the buckets (default: one per core)."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -124,7 +129,7 @@ class BucketReducer:
         # the buckets on threads, one per core: a bucket's reduction is mostly numpy, Arrow and the compiled kernel,
         # which release the GIL (at 100k rows a batch, 15m/1m: 2 buckets on 2 threads 0.11-0.13 s, against 0.19-0.21
         # s for 16 buckets on one; docs/STREAMING.md)
-        with ThreadPoolExecutor(max(1, min(len(parts), threads.available_cores()))) as pool:
+        with ThreadPoolExecutor(max(1, min(len(parts), workers or threads.available_cores()))) as pool:
             done = list(pool.map(reduce, parts))  # in bucket order; all finish before a failure is raised
         windows = [table for tables, _, _ in done for table in tables]
         late = [table for _, table, _ in done if table is not None]
@@ -172,7 +177,7 @@ class BucketReducer:
                    for name, internal in self.originals.items()}})  # fmt: skip
         stats = {"version": list(version), "accepted": mine.num_rows, "max_end": max_end, "keys": state.n_keys,
                  "held_windows": state.held_windows, "state_bytes": version.snapshot_bytes + version.delta_bytes,
-                 "state_written": written}  # fmt: skip
+                 "state_written": written, "cached": store.cached}  # fmt: skip
         # each frame to Arrow on its own: concatenated in pandas first, a bucket whose null key made its key column
         # float would make every bucket's float, and large integer keys would lose their low bits
         return [self._table("windows", frame) for frame in windows if len(frame)], late, stats
@@ -204,14 +209,14 @@ class SpecReducers:
     def __init__(self, reducers: list[BucketReducer], labels: list[str]) -> None:
         self.reducers, self.labels = reducers, labels
 
-    def __call__(self, rows: Any, versions: Mapping[int, Version]) -> Reduced:
+    def __call__(self, rows: Any, versions: Mapping[int, Version], workers: int | None = None) -> Reduced:
         import pyarrow as pa
 
         def tagged(table: Any, label: str, before: str) -> Any:
             return table.add_column(table.schema.get_field_index(before), "window",
                                     pa.array([label] * table.num_rows, pa.string()))  # fmt: skip
 
-        each = [reducer(rows, versions) for reducer in self.reducers]
+        each = [reducer(rows, versions, workers) for reducer in self.reducers]
         return Reduced(
             pa.concat_tables([tagged(r.windows, label, "window_start") for r, label in zip(each, self.labels,
                                                                                             strict=True)]),
