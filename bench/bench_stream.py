@@ -197,6 +197,7 @@ def report(result: dict) -> dict:
         "state_bytes_by_batch": state,
         "state_written_by_batch": [b.get("state_written") for b in batches],
         "held_windows_by_batch": held,
+        "held_states": result["summary"].get("held_states"),  # groups whose state a worker held, or read anew
         "late": result["summary"]["late"],
         "rows_dropped_by_spark": result["summary"]["rows_dropped_by_spark"],
     }

@@ -376,6 +376,9 @@ class StreamResult:
         spark, cfg = self._spark, self._cfg
         ship_engine(spark)
         connect = session_kind.is_connect(spark)
+        # on Connect, the server's Python reduces each batch (stream.remote); elsewhere, auto: where the master's
+        # executors are
+        options = options.resolved("local" if connect else session_kind.master(spark))
         state = Path(options.checkpoint) / "spanning"
         kinds = KindCounts(self._kinds_rows, saved_kinds(options))
         settings = {ZONE: cfg.events.timezone, ANSI: "false"}  # no shuffle to set: partitions= is the spread's own

@@ -21,6 +21,7 @@ from spark_jobs.batch.csv_read import KindsChanged
 from spark_jobs.batch.outputs import write_outputs
 from spark_jobs.batch.plans import jvm_merge_is_small
 from spark_jobs.reading.prepare import read_input, small_local_input
+from spark_jobs.sessions import session_kind
 from spark_jobs.sessions.session import (
     connect_session,
     get_session,
@@ -113,6 +114,7 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
     waits(starting(cfg.spark.master))
     spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions,
                         quick_compiler=quick_compiler(options, there), throughput_gc=True)
+    options = options.resolved(session_kind.master(spark))  # auto: where the master's executors are
     executors = options.reduce_on == "executors"
     csv = there is None or there.format == "csv"  # CSV files are parsed by the batch job's reader, in Python
     if executors or csv:  # the executors' Python workers started, with their imports and the compiled kernel (the

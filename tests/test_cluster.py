@@ -250,6 +250,10 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     for part in ("late", "rejected"):  # the stream's, written by the bare executors' batches
         assert side_rows(tmp_path / "stream", part) == side_rows(tmp_path / "first", part) != [], part
     assert json.loads((tmp_path / "stream" / "summary.json").read_text())["rows_read"] == len(calls)
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "chk" / "spanning" / "batches").glob("*.json"))]
+    assert {r["reduced_on"] for r in records} == {"executors"}, "the bare executors' tasks reduced every batch"
+    state_files = list((tmp_path / "chk" / "spanning" / "buckets").rglob("snapshot-*"))
+    assert state_files, "the tasks kept their key groups' state in the checkpoint"
 
     code, err, _ = report["broken"]
     assert code != 0, "the job no longer refers to spark_jobs.batch.windowed.user_errors: inject the failure elsewhere"

@@ -30,6 +30,9 @@ AGGS = {"count": "count", "sum_bytes": "sum:bytes", "max_duration": "max:duratio
 # one processor since 2026-11-26 (--processor is a no-op; jvm was removed): the tests keep the parameter so that a
 # second processor, should one come, runs every test
 PROCESSORS = ["python"]
+# where a batch is reduced (--reduce-on): the tests that check the oracle, two rounds and a replay run both; a local
+# master's default (auto) is the driver
+REDUCERS = ["executors", "driver"]
 
 
 def drop_files(folder: Path, frames: list[pd.DataFrame], first: int = 0) -> None:
@@ -104,7 +107,7 @@ def in_order(spark, tmp_path_factory, request):
     drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 6))
     assert stream_cli(str(base / "in"), "--output", str(base / "out"), "--checkpoint", str(base / "chk"), *QUERY,
                       "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
-                      "--processor", request.param) == 0  # fmt: skip
+                      "--processor", request.param, "--reduce-on", "executors") == 0  # fmt: skip
     run_batch_job(base / "in", base / "batch")
     return base
 
@@ -218,7 +221,8 @@ def test_integer_keys_past_2_53_beside_null_keys_stay_exact_in_every_engine(spar
 
 
 @pytest.mark.parametrize("processor", PROCESSORS)
-def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path, processor):
+@pytest.mark.parametrize("reduce_on", REDUCERS)
+def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path, processor, reduce_on):
     calls = clean_calls(600, seed=7)
     ends = pd.to_datetime(calls["end"])
     frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in
@@ -228,7 +232,7 @@ def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path, p
     drop_files(tmp_path / "in", frames)
     assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
                       *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
-                      "--processor", processor) == 0  # fmt: skip
+                      "--processor", processor, "--reduce-on", reduce_on) == 0  # fmt: skip
     events = oracle_events(frames)
     expected, expected_late = oracle(events, 900, 300, 600, 0, {"count": "count", "sum_bytes": "sum:bytes",
                                                                  "max_duration": "max:duration"})  # fmt: skip
@@ -261,7 +265,7 @@ def test_a_batch_of_several_files_read_by_several_tasks_gives_the_oracle(spark, 
     try:
         assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint",
                           str(tmp_path / "chk"), *QUERY, "--max-files-per-trigger", "2", "--master", "local[2]",
-                          "--drain", "--processor", processor) == 0  # fmt: skip
+                          "--drain", "--processor", processor, "--reduce-on", "executors") == 0  # fmt: skip
     finally:
         spark.conf.set("spark.sql.files.openCostInBytes", before)
     events = oracle_events([pd.concat(frames[i:i + 2]) for i in range(0, 6, 2)])  # a batch's calls in end order
@@ -277,7 +281,9 @@ def test_a_batch_of_several_files_read_by_several_tasks_gives_the_oracle(spark, 
 
 
 @pytest.mark.parametrize("processor", PROCESSORS)
-def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle(spark, tmp_path, capsys, processor):
+@pytest.mark.parametrize("reduce_on", REDUCERS)
+def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle(spark, tmp_path, capsys, processor,
+                                                                                  reduce_on):
     """A periodic run (cron) over files that keep arriving: the first round keeps its open windows in the
     checkpoint, so calls of the second round still count in them; the second round drains. Both rounds together
     give the oracle's windows and late rows over all files (one uninterrupted drained run: in_order's tests)."""
@@ -286,7 +292,8 @@ def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle
     edges = pd.date_range("2024-03-04", periods=7, freq="2h")
     frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
     frames = [frames[i] for i in (0, 2, 1, 4, 3, 5)]  # some calls late, as files come out of order
-    common = [*QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--processor", processor]
+    common = [*QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--processor", processor,
+              "--reduce-on", reduce_on]  # fmt: skip
     drop_files(tmp_path / "in", frames[:3])
     rounds = ["--output", str(tmp_path / "rounds"), "--checkpoint", str(tmp_path / "chk")]
     assert stream_cli(str(tmp_path / "in"), *rounds, *common) == 0  # round 1: no --drain
@@ -361,11 +368,25 @@ def test_a_batch_writes_the_open_windows_of_the_keys_it_changed_not_its_bucket(s
 
 
 def test_a_checkpoint_keeps_its_bucket_count_when_buckets_is_not_given(in_order, tmp_path):
-    """``--buckets`` defaults to the checkpoint's count (2 for a new one): a stream made when the default was 16, or
-    with ``--buckets 16``, goes on without the option; a count given that differs is refused."""
-    from spanning.app.stream_command import DEFAULT_BUCKETS, JOB_FILE, StreamOptions, recorded_buckets
+    """``--buckets`` defaults to the checkpoint's count (for a new one, 2 reduced on the driver and 32 key groups on
+    the executors): a stream made when the default was 16, or with ``--buckets 16``, goes on without the option; a
+    count given that differs is refused."""
+    from spanning.app.stream_command import (
+        DEFAULT_BUCKETS,
+        DEFAULT_KEY_GROUPS,
+        JOB_FILE,
+        StreamOptions,
+        recorded_buckets,
+    )
 
-    assert StreamOptions(str(tmp_path / "new")).buckets == DEFAULT_BUCKETS == recorded_buckets(in_order / "chk")
+    new = StreamOptions(str(tmp_path / "new"))  # auto: the driver's count on a local master, the executors' else
+    assert (new.buckets, new.resolved("local[2]").buckets, new.resolved("local[2]").reduce_on) == (2, 2, "driver")
+    assert new.resolved("local-cluster[2,1,1024]").reduce_on == "executors"
+    assert new.resolved("spark://host:7077").buckets == DEFAULT_KEY_GROUPS == recorded_buckets(in_order / "chk")
+    assert StreamOptions(str(tmp_path / "new"), reduce_on="executors").buckets == DEFAULT_KEY_GROUPS
+    assert StreamOptions(str(tmp_path / "new"), buckets=4).resolved("yarn").buckets == 4
+    assert StreamOptions(str(in_order / "chk")).resolved("local[2]").buckets == DEFAULT_KEY_GROUPS  # recorded
+    assert DEFAULT_BUCKETS == 2
     folder = tmp_path / "in"
     drop_files(folder, by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 2))
     first = next(iter(sorted(folder.iterdir())))
@@ -557,7 +578,7 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
 def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(four_files, tmp_path, processor):
     args = [sys.executable, "-m", "spanning.cli", "stream", str(four_files / "in"), "--output", str(tmp_path / "out"),
             "--checkpoint", str(tmp_path / "chk"), *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]",
-            "--drain", "--processor", processor]  # fmt: skip
+            "--drain", "--processor", processor, "--reduce-on", "executors"]  # fmt: skip
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     child = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
@@ -776,7 +797,8 @@ def test_the_stream_s_files_are_on_disk_before_a_record_names_them(spark, tmp_pa
     assert unflushed == [], unflushed
 
 
-def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_path):
+@pytest.mark.parametrize("reduce_on", REDUCERS)
+def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_path, reduce_on):
     """Exactly once: a batch that Spark runs again (its commit lost in a crash) reads the state version its first
     run read and writes byte-identical windows and late rows; a killed write's folders are removed."""
     calls = clean_calls(600, seed=5)
@@ -786,7 +808,7 @@ def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_
     frames = [frames[0], frames[2], pd.concat([frames[1], frames[3]])]  # the last batch: late calls, and later ones
     drop_files(tmp_path / "in", frames)
     args = [str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
-            "--max-files-per-trigger", "1", "--master", "local[2]"]  # fmt: skip
+            "--max-files-per-trigger", "1", "--master", "local[2]", "--reduce-on", reduce_on]  # fmt: skip
     assert stream_cli(*args) == 0
     written = {p.relative_to(tmp_path): p.read_bytes()
                for p in (tmp_path / "out").glob("*/batch=2/*.parquet")}  # fmt: skip

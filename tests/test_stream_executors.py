@@ -60,7 +60,6 @@ def test_the_driver_receives_a_stats_row_per_key_group_not_the_rows(spark, tmp_p
         received.append(sum(result_bytes(spark, before).values()))
     records = [json.loads(p.read_text()) for p in sorted((tmp_path / "chk" / "spanning" / "batches").glob("*"))]
     assert [r["rows_read"] for r in records] == [len(small), len(large)]
-    print(reduce_on, received)
     assert min(received) > 0, "Spark's count of the tasks' results was read"
     if reduce_on == "driver":
         assert received[0] > 20_000 * 20 and received[1] > 8 * received[0], received  # the rows
@@ -85,9 +84,9 @@ def test_a_checkpoint_goes_on_with_another_parallelism_and_from_the_driver_s_red
     job = json.loads((tmp_path / "chk" / "spanning" / "job.json").read_text())
     assert job["operator"] == "foreachBatch" and job["buckets"] == 8
     drop_files(folder, files[2:4], first=2)
-    assert stream_cli(str(folder), *common, "--parallelism", "1") == 0
+    assert stream_cli(str(folder), *common, "--reduce-on", "executors", "--parallelism", "1") == 0
     drop_files(folder, files[4:], first=4)
-    assert stream_cli(str(folder), *common, "--parallelism", "3", "--drain") == 0
+    assert stream_cli(str(folder), *common, "--reduce-on", "executors", "--parallelism", "3", "--drain") == 0
     records = [json.loads(p.read_text()) for p in sorted((tmp_path / "chk" / "spanning" / "batches").glob("*"))]
     assert [r.get("reduced_on") for r in records] == ["driver"] * 2 + ["executors"] * 5
     assert [r.get("tasks") for r in records[2:]] == [1, 1, 3, 3, 3]

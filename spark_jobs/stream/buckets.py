@@ -1,16 +1,16 @@
-"""The stream's stateful step, on the driver: a micro-batch's rows against each bucket's open windows.
+"""The stream's stateful step: a micro-batch's rows against each key group's (bucket's) open windows.
 
-``foreachBatch`` takes a micro-batch's rows (read, validated and given their bucket by the executors' tasks) to the
-driver as Arrow, in one Spark action, and ``BucketReducer`` feeds each bucket's rows to its ``OpenWindows``
-(``spanning.engines.open_windows``: the vectorised SE-Slicing of ``reduce_chunk`` on the compiled kernel, Suzanne
-et al., §3.2.2) in end order, after the control rows' ``advance`` and before their ``flush``. Each bucket's state is
-kept in the checkpoint by ``stream.bucket_store`` (a snapshot and the changed keys of each batch since), and the
-driver keeps the state it wrote, so a stream that runs on reads no state file.
+``BucketReducer`` feeds each bucket's rows to its ``OpenWindows`` (``spanning.engines.open_windows``: the vectorised
+SE-Slicing of ``reduce_chunk`` on the compiled kernel, Suzanne et al., §3.2.2) in end order, after the control rows'
+``advance`` and before their ``flush``. Each bucket's state is kept in the checkpoint by ``stream.bucket_store`` (a
+snapshot and the changed keys of each batch since), and the reducer keeps the state it wrote (``held``), so a stream
+that runs on reads no state file.
 
-Until 2026-11-28 this step ran in the executors' Python workers as Spark's ``applyInPandasWithState``, one group per
-bucket: a shuffle of the batch's rows, packed per bucket, and each bucket's output handed back through files.
-At 100k rows per batch that cost more than the reduction itself (docs/STREAMING.md), which takes a few hundred
-milliseconds for all buckets on one core.
+It runs where the batch is reduced (``spanning stream --reduce-on``): by default in the executors' tasks, each over
+the rows of its key groups (``stream.tasks``, since 2026-11-29: the driver receives a stats row per group), or on the
+driver over the whole batch, taken there as Arrow (``stream.writer``, 2026-11-28 to 2026-11-29). Until 2026-11-28 it
+ran in Spark's ``applyInPandasWithState``, one group per bucket, whose state store commits and hand-over of the
+windows through files cost more than the reduction itself (docs/STREAMING-DESIGN.md).
 
 **Exactly once.** Which files make each bucket's state after batch N (its ``Version``) is kept in the batch's
 record (``BatchWriter``), written once its outputs are. Batch N starts from the versions of the last record before

@@ -1,9 +1,11 @@
-"""The stream's writer: each micro-batch reduced against the buckets' open windows and written exactly once.
+"""The stream's writer: each micro-batch reduced against the key groups' open windows and written exactly once.
 
-``BatchWriter`` is ``foreachBatch``'s function (through ``batch_function``): a batch's rows come to the driver as
-Arrow, the reducer (``stream.buckets``) releases their windows, and the windows, late and rejected rows are written
-as ``kind/batch=N`` folders, whole or not at all, before the batch's record (``stream.batch_records``). With
-``--idle-flush``, ``IdleFlush`` writes the control file that the next batch hands to every bucket.
+``BatchWriter`` is ``foreachBatch``'s function (through ``batch_function``). By default it runs one Spark action per
+batch in which the executors' tasks reduce their key groups and write their windows, late and rejected files
+(``stream.tasks``), then renames the batch's folders to ``kind/batch=N`` and writes the batch's record
+(``stream.batch_records``). With ``--reduce-on driver`` (and for ``foreach_batch``'s sink, and on Spark Connect) the
+batch's rows come to the driver as Arrow and the reducer (``stream.buckets``) runs there, the batches overlapping.
+With ``--idle-flush``, ``IdleFlush`` writes the control file that the next batch hands to every key group.
 """
 
 from __future__ import annotations
