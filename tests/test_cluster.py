@@ -48,7 +48,10 @@ def per_event_windows() -> dict[str, list]:
     return windows
 
 
-RUNNER = inspect.getsource(per_event_windows) + """
+# the checkout this test is in, first on the driver's path alone (sys.path, not PYTHONPATH, which local-cluster hands
+# the executors): the shared environment's editable install may point at another checkout
+RUNNER = f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n" + inspect.getsource(
+    per_event_windows) + """
 import contextlib, importlib, io, json, sys, time
 
 from spanning.cli import main

@@ -65,12 +65,15 @@ class BucketStore:
         self.folder, self.bucket, self.held = Path(folder) / str(bucket), bucket, held
         self.cached: bool | None = None  # after ``load``: whether the state was held (None: there was none yet)
 
-    def load(self, empty: OpenWindows, saved: Version) -> OpenWindows:
-        """The bucket's state at ``saved``: the one its reducer wrote and kept, or ``empty`` filled from the files."""
+    def load(self, empty: OpenWindows | Callable[[], OpenWindows], saved: Version) -> OpenWindows:
+        """The bucket's state at ``saved``: the one its reducer wrote and kept, or ``empty`` (or what it makes, when it
+        is a function: only when nothing is kept) filled from the files."""
         held = self.held.pop(self.bucket, None)
         self.cached = True if held is not None and held[0] == saved.version else (False if saved.version else None)
         if self.cached:
             return held[1]
+        if callable(empty):
+            empty = empty()
         if saved.version:
             empty.load_bytes(self._read("snapshot", saved.snapshot))
             for version in range(saved.snapshot + 1, saved.version + 1):
