@@ -318,7 +318,8 @@ def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle
     assert len(missed) > 0 and summary["late"] == len(missed)
 
 
-def test_two_window_specs_in_one_stream_give_each_specs_oracle_tagged_with_its_window(spark, tmp_path):
+@pytest.mark.parametrize("reduce_on", REDUCERS)
+def test_two_window_specs_in_one_stream_give_each_specs_oracle_tagged_with_its_window(spark, tmp_path, reduce_on):
     """``spanning stream --window 15m/5m --window 1h/5m``, one query over files out of order: each spec's windows
     and late rows are the oracle's for that spec, tagged in a ``window`` column as ``spanning run`` tags them."""
     calls = clean_calls(400, seed=13)
@@ -330,7 +331,8 @@ def test_two_window_specs_in_one_stream_give_each_specs_oracle_tagged_with_its_w
     query = ["--window", "15m/5m", "--window", "1h/5m", "--ttp", "10m", "--start", "start", "--end", "end", "--key",
              "cell", "--agg", "count", "--agg", "sum:bytes", "--agg", "max:duration"]  # fmt: skip
     assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
-                      "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", *query) == 0  # fmt: skip
+                      "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", *query,
+                      "--reduce-on", reduce_on) == 0  # fmt: skip
     events = oracle_events(frames)
     got, late = windows_of(tmp_path / "out"), late_of(tmp_path / "out")
     assert sorted(got["window"].unique()) == ["3600/300", "900/300"]  # range/slide in chronons, as run tags them
@@ -597,7 +599,9 @@ def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(fo
 
 
 @pytest.mark.parametrize("processor", PROCESSORS)
-def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_open(spark, tmp_path, processor):
+@pytest.mark.parametrize("reduce_on", REDUCERS)
+def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_open(spark, tmp_path, processor,
+                                                                                     reduce_on):
     def calls(rows):
         return pd.DataFrame(rows, columns=["call_id", "cell", "start", "end", "duration", "bytes"]).astype(str)
 
@@ -606,7 +610,8 @@ def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_
     later = calls([(3, "busy", "2024-03-04 03:00:00", "2024-03-04 03:01:00", 60, 30)])
     drop_files(tmp_path / "in", [first, later])
     args = [str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
-            "--max-files-per-trigger", "1", "--master", "local[2]", "--idle-flush", "1h", "--processor", processor]
+            "--max-files-per-trigger", "1", "--master", "local[2]", "--idle-flush", "1h", "--processor", processor,
+            "--reduce-on", reduce_on]
     assert stream_cli(*args) == 0
     after_first = windows_of(tmp_path / "out")
     assert "quiet" not in set(after_first["cell"]), "nothing passes the quiet key's clock, and no --drain"
