@@ -6,6 +6,7 @@ driver; the groups spread over the tasks as Spark's hash partitioning sends them
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -121,3 +122,55 @@ def test_a_task_s_held_states_are_its_query_s_own():
     assert tasks.held_for("a") == {0: (1, "state of a")}
     tasks.held_for("c")
     assert set(tasks._HELD) == {"a", "c"} and tasks.held_for("b") == {}
+
+
+def test_a_task_run_again_elsewhere_with_its_rows_in_another_order_writes_the_same_bytes(spark, tmp_path):
+    """What Spark's retry of a task (a lost executor, or a batch run again) amounts to: the same rows, perhaps in
+    another order from the shuffle, and the same versions, in a worker that holds no state. The task writes the same
+    part files and state files, byte for byte, and returns the same versions."""
+    import pyarrow as pa
+
+    from spanning.app.jobspec import RunConfig
+    from spanning.app.stream_command import StreamOptions
+    from spark_jobs.stream.outputs import OutputShape
+    from spark_jobs.stream.query import streaming_rows
+    from spark_jobs.stream.tasks import GroupTask
+    from tests.test_stream import clean_calls
+
+    files = by_end(clean_calls(400, seed=13), 2)
+    for frame in files:  # rejected rows, written in the order the task takes them
+        frame.loc[frame.index[::25], "end"] = "not a time"
+    drop_files(tmp_path / "in", files)
+    cfg = RunConfig.from_parameters({"inputs": [str(tmp_path / "in")], "start": "start", "end": "end", "range": 900,
+                                     "slide": 300, "ttp": 600, "keys": ["cell"], "aggregates": ["count", "sum:bytes"],
+                                     "series_start": "first", "master": "local[2]"})  # fmt: skip
+    job = streaming_rows(spark, cfg, StreamOptions(str(tmp_path / "chk"), max_files_per_trigger=1, buckets=3))
+    batches: list = []
+    query = (job.rows.writeStream.foreachBatch(lambda batch, _: batches.append(batch.toArrow()))
+             .option("checkpointLocation", str(tmp_path / "rows")).trigger(availableNow=True).start())  # fmt: skip
+    query.awaitTermination()
+    first, second = batches
+    shape = OutputShape.of(job, "UTC")
+
+    def run(rows, versions: dict, token: str, output: Path) -> tuple[list, dict]:
+        task = GroupTask(job.reducer, shape, str(output), 1, versions, token)
+        stats = pa.Table.from_batches(list(task(iter(rows.to_batches(max_chunksize=97))))).to_pylist()
+        files = {p.relative_to(output): p.read_bytes() for p in output.rglob("*.parquet")}
+        return stats, files
+
+    stats, _ = run(first, {}, "a", tmp_path / "out-0")  # batch 0: each group's first version
+    versions = {s["group"]: (s["version"], s["snapshot"], s["delta_bytes"], s["snapshot_bytes"])
+                for s in stats if s["group"] >= 0}  # fmt: skip
+    store = Path(job.reducer.store)
+    once, written = run(second, versions, "a", tmp_path / "out-1")  # held states of batch 0: the worker's own
+    state = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    shuffled = second.take(np.random.default_rng(1).permutation(second.num_rows))
+    again, rewritten = run(shuffled, versions, "b", tmp_path / "out-2")  # another worker: the files of batch 0
+    def groups(stats: list) -> list:  # each group's version and stats, but whether its state was held
+        return [{k: v for k, v in s.items() if k != "cached"} for s in stats if s["group"] >= 0]
+
+    assert groups(again) == groups(once) and len(groups(once)) == 3
+    assert {s["cached"] for s in once if s["group"] >= 0} == {True} and {s["cached"] for s in again
+                                                                          if s["group"] >= 0} == {False}
+    assert rewritten == written and {p.parts[0] for p in written} == {"windows", "late", "rejected"}
+    assert {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()} == state

@@ -129,7 +129,8 @@ class GroupTask:
         reducing.FAIL_ONCE = self.fail_once
         reduced = self.reducer(rows, {g: Version(*v) for g, v in self.versions.items()}, workers=1)
         tables = self.shape.tables(reduced)
-        partition = TaskContext.get().partitionId()
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0  # outside Spark (a test): one part
         for kind, table in tables.items():
             if table.num_rows:
                 write_part(Path(self.output), kind, self.batch_id, f"part-{partition:05d}.parquet", table)
