@@ -103,12 +103,14 @@ def _config(folder: Path, output: Path, aggregates: list[str], partitions: int |
     return stream_config(folder, output, aggregates, query, keyed, partitions)
 
 
-def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None, keyed: bool = True) -> dict:
+def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None, keyed: bool = True,
+             reduce_on: str | None = None) -> dict:  # fmt: skip
     from spanning.app.stream_command import StreamOptions
     from spark_jobs.command import run_stream
 
     cfg = _config(folder, work / "out", AGGREGATES, partitions, keyed)
-    options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True)
+    where = {} if reduce_on is None else {"reduce_on": reduce_on}  # a build before --reduce-on has no such option
+    options = StreamOptions(str(work / "chk"), max_files_per_trigger=1, buckets=buckets, final_flush=True, **where)
     began = time.perf_counter()
     summary = run_stream(cfg, options, progress=lambda line: print("  " + line, flush=True))
     wall = time.perf_counter() - began
@@ -195,6 +197,7 @@ def report(result: dict) -> dict:
         "state_bytes_by_batch": state,
         "state_written_by_batch": [b.get("state_written") for b in batches],
         "held_windows_by_batch": held,
+        "held_states": result["summary"].get("held_states"),  # groups whose state a worker held, or read anew
         "late": result["summary"]["late"],
         "rows_dropped_by_spark": result["summary"]["rows_dropped_by_spark"],
     }
@@ -202,7 +205,7 @@ def report(result: dict) -> dict:
 
 
 def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: int, archive: bool,
-              keyed: bool = True, floor: bool = False) -> None:  # fmt: skip
+              keyed: bool = True, floor: bool = False, reduce_on: str | None = None) -> None:  # fmt: skip
     """``spanning stream`` against ``bench/sql_stream_job.py`` (and, with ``floor``, ``bench/stream_floor_job.py``),
     whole processes, interleaved (the order rotates every round); a Markdown table."""
     from bench_spark_job import HERE, process_env, ratio_spread, spread, timed_command
@@ -219,7 +222,8 @@ def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: i
                           *(["--key", "cell"] if keyed else []),
                           *[x for a in AGGREGATES for x in ("--agg", a)], "--max-files-per-trigger", "1",
                           "--master", "local[2]", "--output", str(work / "ours"), "--checkpoint",
-                          str(work / "ours-chk")]}  # fmt: skip
+                          str(work / "ours-chk"),
+                          *([] if reduce_on is None else ["--reduce-on", reduce_on])]}  # fmt: skip
         sides["peer"] = [sys.executable, str(HERE / "sql_stream_job.py"), str(folder), str(work / "peer"), "--range",
                          str(range_), "--slide", str(slide), "--ttp", str(ttp),
                          *([] if keyed else ["--no-key"])]  # fmt: skip
@@ -259,6 +263,8 @@ def main() -> int:
                         "of the calls; none: the same CDRs, a query without a key")  # fmt: skip
     parser.add_argument("--buckets", type=int, default=DEFAULT_BUCKETS, help="hash buckets of keys (spanning stream's)")
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    parser.add_argument("--reduce-on", choices=["executors", "driver"], default=None,
+                        help="where spanning stream reduces each batch (default: the build's own default)")
     parser.add_argument("--days", type=float, default=1.0, help="time the CDRs span (default 1: a trigger is 2.4 h)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--peer", action="store_true", help="also the Spark SQL streaming query a user would write")
@@ -293,14 +299,15 @@ def main() -> int:
             print(f"whole processes, {args.rounds} interleaved rounds, class archive {args.archive} on both sides, "
                   f"TTP {QUERY['ttp']}, {' + '.join(AGGREGATES)}, one file per trigger, available-now; "
                   f"{os.cpu_count()} cores; ratio = hand-written s / ours s")  # fmt: skip
-            processes(work / "in", work, shapes, args.rounds, args.archive == "on", keyed, args.floor)
+            processes(work / "in", work, shapes, args.rounds, args.archive == "on", keyed, args.floor, args.reduce_on)
             return 0
         from spark_jobs.sessions.session import get_session
 
         get_session("local[2]", throughput_gc=True)  # the JVM that spanning stream starts
         ours, peers = [], []
         for round_ in range(args.rounds):
-            ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets, keyed=keyed)))
+            ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets, keyed=keyed,
+                                        reduce_on=args.reduce_on)))
             print(json.dumps(ours[-1], indent=1))
             if args.floor:
                 floor = run_floor(work / "in", work / f"floor-{round_}", keyed)

@@ -350,18 +350,17 @@ class StreamResult:
                              parse_duration(max_disorder, unit), buckets, drain)  # fmt: skip
 
     def _batch_writer(self, job: Any, output: Path | None, sink: Callable | None = None) -> Any:
+        """Each batch's writer: into ``output`` (reduced and written by the executors' tasks, the windows' columns
+        renamed as the caller named them), or handed to ``sink`` as Arrow tables (reduced on the driver)."""
         from spark_jobs.stream.writer import BatchWriter  # a batch DataFrame loads no module of the stream
 
-        return BatchWriter(job, output, lambda line: log.info("%s", line), sink)
+        return BatchWriter(job, output, lambda line: log.info("%s", line), sink,
+                           renames=self._renames if sink is None else None,
+                           executors=job.options.reduce_on == "executors")  # fmt: skip
 
     def _writer(self, job: Any, output: Path) -> Any:
-        """``spanning stream``'s writer into ``output``, the windows' columns renamed as the caller named them."""
-        writer = self._batch_writer(job, output)
-        if self._renames:
-            write_files, renames = writer._write_files, self._renames
-            writer.sink = lambda tables, batch_id: write_files(
-                {**tables, "windows": _renamed(tables["windows"], renames)}, batch_id)
-        return writer
+        """``spanning stream``'s writer into ``output``."""
+        return self._batch_writer(job, output)
 
     def _start(self, options: StreamOptions, partitions: int | None, make_writer: Callable[[Any], Any],
                on_server: Callable[[Any], dict]) -> Any:  # fmt: skip
@@ -377,6 +376,9 @@ class StreamResult:
         spark, cfg = self._spark, self._cfg
         ship_engine(spark)
         connect = session_kind.is_connect(spark)
+        # on Connect, the server's Python reduces each batch (stream.remote); elsewhere, auto: where the master's
+        # executors are
+        options = options.resolved("local" if connect else session_kind.master(spark))
         state = Path(options.checkpoint) / "spanning"
         kinds = KindCounts(self._kinds_rows, saved_kinds(options))
         settings = {ZONE: cfg.events.timezone, ANSI: "false"}  # no shuffle to set: partitions= is the spread's own

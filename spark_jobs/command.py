@@ -21,6 +21,7 @@ from spark_jobs.batch.csv_read import KindsChanged
 from spark_jobs.batch.outputs import write_outputs
 from spark_jobs.batch.plans import jvm_merge_is_small
 from spark_jobs.reading.prepare import read_input, small_local_input
+from spark_jobs.sessions import session_kind
 from spark_jobs.sessions.session import (
     connect_session,
     get_session,
@@ -113,15 +114,21 @@ def run_stream(cfg: RunConfig, options: StreamOptions, verbose: bool = False, pr
     waits(starting(cfg.spark.master))
     spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions,
                         quick_compiler=quick_compiler(options, there), throughput_gc=True)
-    if there is None or there.format == "csv":  # the only Python the executors run: CSV files parsed by the batch
-        # job's reader (the driver reduces each batch); started with its imports while the driver plans the stream
-        warm_python_workers(spark, ("pyarrow", "spanning.app.csv_records"))
-    warm_up_in_background()  # the driver's kernel, which reduces each batch (stream_buckets), while it plans
+    options = options.resolved(session_kind.master(spark))  # auto: where the master's executors are
+    executors = options.reduce_on == "executors"
+    csv = there is None or there.format == "csv"  # CSV files are parsed by the batch job's reader, in Python
+    if executors or csv:  # the executors' Python workers started, with their imports and the compiled kernel (the
+        # stateful step's, stream.tasks), while the driver plans the stream
+        warm_python_workers(spark, ("pyarrow", *(["spanning.app.csv_records"] if csv else []),
+                                    *(["spark_jobs.stream.tasks"] if executors else [])))  # fmt: skip
+    if not executors:
+        warm_up_in_background()  # the driver's kernel, which reduces each batch (stream_buckets), while it plans
     job = streaming_rows(spark, cfg, options)
-    # batches overlap (BatchWriter) unless --no-overlap or --idle-flush, whose control file each batch's watermark
-    # decides for the next batch: that must wait for the batch's record
+    # on the driver, batches overlap (BatchWriter) unless --no-overlap or --idle-flush, whose control file each
+    # batch's watermark decides for the next batch: that must wait for the batch's record
     writer = BatchWriter(job, stream_output(cfg, options), said,
-                         overlap=options.overlap and options.idle_flush is None)  # fmt: skip
+                         overlap=options.overlap and options.idle_flush is None, executors=executors,
+                         parallelism=options.parallelism)  # fmt: skip
     each_batch = batch_function(job, writer)
     stopped = False
     waits("planning the stream and reading its first micro-batch (about 15 s)")

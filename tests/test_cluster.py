@@ -48,7 +48,10 @@ def per_event_windows() -> dict[str, list]:
     return windows
 
 
-RUNNER = inspect.getsource(per_event_windows) + """
+# the checkout this test is in, first on the driver's path alone (sys.path, not PYTHONPATH, which local-cluster hands
+# the executors): the shared environment's editable install may point at another checkout
+RUNNER = f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n" + inspect.getsource(
+    per_event_windows) + """
 import contextlib, importlib, io, json, sys, time
 
 from spanning.cli import main
@@ -250,6 +253,10 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     for part in ("late", "rejected"):  # the stream's, written by the bare executors' batches
         assert side_rows(tmp_path / "stream", part) == side_rows(tmp_path / "first", part) != [], part
     assert json.loads((tmp_path / "stream" / "summary.json").read_text())["rows_read"] == len(calls)
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "chk" / "spanning" / "batches").glob("*.json"))]
+    assert {r["reduced_on"] for r in records} == {"executors"}, "the bare executors' tasks reduced every batch"
+    state_files = list((tmp_path / "chk" / "spanning" / "buckets").rglob("snapshot-*"))
+    assert state_files, "the tasks kept their key groups' state in the checkpoint"
 
     code, err, _ = report["broken"]
     assert code != 0, "the job no longer refers to spark_jobs.batch.windowed.user_errors: inject the failure elsewhere"

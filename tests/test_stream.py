@@ -30,6 +30,9 @@ AGGS = {"count": "count", "sum_bytes": "sum:bytes", "max_duration": "max:duratio
 # one processor since 2026-11-26 (--processor is a no-op; jvm was removed): the tests keep the parameter so that a
 # second processor, should one come, runs every test
 PROCESSORS = ["python"]
+# where a batch is reduced (--reduce-on): the tests that check the oracle, two rounds and a replay run both; a local
+# master's default (auto) is the driver
+REDUCERS = ["executors", "driver"]
 
 
 def drop_files(folder: Path, frames: list[pd.DataFrame], first: int = 0) -> None:
@@ -104,7 +107,7 @@ def in_order(spark, tmp_path_factory, request):
     drop_files(base / "in", by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 6))
     assert stream_cli(str(base / "in"), "--output", str(base / "out"), "--checkpoint", str(base / "chk"), *QUERY,
                       "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
-                      "--processor", request.param) == 0  # fmt: skip
+                      "--processor", request.param, "--reduce-on", "executors") == 0  # fmt: skip
     run_batch_job(base / "in", base / "batch")
     return base
 
@@ -218,7 +221,8 @@ def test_integer_keys_past_2_53_beside_null_keys_stay_exact_in_every_engine(spar
 
 
 @pytest.mark.parametrize("processor", PROCESSORS)
-def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path, processor):
+@pytest.mark.parametrize("reduce_on", REDUCERS)
+def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path, processor, reduce_on):
     calls = clean_calls(600, seed=7)
     ends = pd.to_datetime(calls["end"])
     frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in
@@ -228,7 +232,7 @@ def test_out_of_order_files_give_late_rows_as_the_oracle_says(spark, tmp_path, p
     drop_files(tmp_path / "in", frames)
     assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
                       *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
-                      "--processor", processor) == 0  # fmt: skip
+                      "--processor", processor, "--reduce-on", reduce_on) == 0  # fmt: skip
     events = oracle_events(frames)
     expected, expected_late = oracle(events, 900, 300, 600, 0, {"count": "count", "sum_bytes": "sum:bytes",
                                                                  "max_duration": "max:duration"})  # fmt: skip
@@ -261,7 +265,7 @@ def test_a_batch_of_several_files_read_by_several_tasks_gives_the_oracle(spark, 
     try:
         assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint",
                           str(tmp_path / "chk"), *QUERY, "--max-files-per-trigger", "2", "--master", "local[2]",
-                          "--drain", "--processor", processor) == 0  # fmt: skip
+                          "--drain", "--processor", processor, "--reduce-on", "executors") == 0  # fmt: skip
     finally:
         spark.conf.set("spark.sql.files.openCostInBytes", before)
     events = oracle_events([pd.concat(frames[i:i + 2]) for i in range(0, 6, 2)])  # a batch's calls in end order
@@ -277,7 +281,9 @@ def test_a_batch_of_several_files_read_by_several_tasks_gives_the_oracle(spark, 
 
 
 @pytest.mark.parametrize("processor", PROCESSORS)
-def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle(spark, tmp_path, capsys, processor):
+@pytest.mark.parametrize("reduce_on", REDUCERS)
+def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle(spark, tmp_path, capsys, processor,
+                                                                                  reduce_on):
     """A periodic run (cron) over files that keep arriving: the first round keeps its open windows in the
     checkpoint, so calls of the second round still count in them; the second round drains. Both rounds together
     give the oracle's windows and late rows over all files (one uninterrupted drained run: in_order's tests)."""
@@ -286,7 +292,8 @@ def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle
     edges = pd.date_range("2024-03-04", periods=7, freq="2h")
     frames = [calls[(ends >= lo) & (ends < hi)] for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
     frames = [frames[i] for i in (0, 2, 1, 4, 3, 5)]  # some calls late, as files come out of order
-    common = [*QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--processor", processor]
+    common = [*QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--processor", processor,
+              "--reduce-on", reduce_on]  # fmt: skip
     drop_files(tmp_path / "in", frames[:3])
     rounds = ["--output", str(tmp_path / "rounds"), "--checkpoint", str(tmp_path / "chk")]
     assert stream_cli(str(tmp_path / "in"), *rounds, *common) == 0  # round 1: no --drain
@@ -311,7 +318,8 @@ def test_two_available_now_rounds_on_one_checkpoint_equal_one_run_and_the_oracle
     assert len(missed) > 0 and summary["late"] == len(missed)
 
 
-def test_two_window_specs_in_one_stream_give_each_specs_oracle_tagged_with_its_window(spark, tmp_path):
+@pytest.mark.parametrize("reduce_on", REDUCERS)
+def test_two_window_specs_in_one_stream_give_each_specs_oracle_tagged_with_its_window(spark, tmp_path, reduce_on):
     """``spanning stream --window 15m/5m --window 1h/5m``, one query over files out of order: each spec's windows
     and late rows are the oracle's for that spec, tagged in a ``window`` column as ``spanning run`` tags them."""
     calls = clean_calls(400, seed=13)
@@ -323,7 +331,8 @@ def test_two_window_specs_in_one_stream_give_each_specs_oracle_tagged_with_its_w
     query = ["--window", "15m/5m", "--window", "1h/5m", "--ttp", "10m", "--start", "start", "--end", "end", "--key",
              "cell", "--agg", "count", "--agg", "sum:bytes", "--agg", "max:duration"]  # fmt: skip
     assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
-                      "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", *query) == 0  # fmt: skip
+                      "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", *query,
+                      "--reduce-on", reduce_on) == 0  # fmt: skip
     events = oracle_events(frames)
     got, late = windows_of(tmp_path / "out"), late_of(tmp_path / "out")
     assert sorted(got["window"].unique()) == ["3600/300", "900/300"]  # range/slide in chronons, as run tags them
@@ -361,11 +370,25 @@ def test_a_batch_writes_the_open_windows_of_the_keys_it_changed_not_its_bucket(s
 
 
 def test_a_checkpoint_keeps_its_bucket_count_when_buckets_is_not_given(in_order, tmp_path):
-    """``--buckets`` defaults to the checkpoint's count (2 for a new one): a stream made when the default was 16, or
-    with ``--buckets 16``, goes on without the option; a count given that differs is refused."""
-    from spanning.app.stream_command import DEFAULT_BUCKETS, JOB_FILE, StreamOptions, recorded_buckets
+    """``--buckets`` defaults to the checkpoint's count (for a new one, 2 reduced on the driver and 32 key groups on
+    the executors): a stream made when the default was 16, or with ``--buckets 16``, goes on without the option; a
+    count given that differs is refused."""
+    from spanning.app.stream_command import (
+        DEFAULT_BUCKETS,
+        DEFAULT_KEY_GROUPS,
+        JOB_FILE,
+        StreamOptions,
+        recorded_buckets,
+    )
 
-    assert StreamOptions(str(tmp_path / "new")).buckets == DEFAULT_BUCKETS == recorded_buckets(in_order / "chk")
+    new = StreamOptions(str(tmp_path / "new"))  # auto: the driver's count on a local master, the executors' else
+    assert (new.buckets, new.resolved("local[2]").buckets, new.resolved("local[2]").reduce_on) == (2, 2, "driver")
+    assert new.resolved("local-cluster[2,1,1024]").reduce_on == "executors"
+    assert new.resolved("spark://host:7077").buckets == DEFAULT_KEY_GROUPS == recorded_buckets(in_order / "chk")
+    assert StreamOptions(str(tmp_path / "new"), reduce_on="executors").buckets == DEFAULT_KEY_GROUPS
+    assert StreamOptions(str(tmp_path / "new"), buckets=4).resolved("yarn").buckets == 4
+    assert StreamOptions(str(in_order / "chk")).resolved("local[2]").buckets == DEFAULT_KEY_GROUPS  # recorded
+    assert DEFAULT_BUCKETS == 2
     folder = tmp_path / "in"
     drop_files(folder, by_end(pd.read_csv(SAMPLE, dtype=str, keep_default_na=False), 2))
     first = next(iter(sorted(folder.iterdir())))
@@ -516,9 +539,12 @@ def test_without_max_files_a_batch_takes_files_up_to_its_byte_bound(spark, four_
 
 
 @pytest.mark.parametrize("processor", PROCESSORS)
-@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize(("reduce_on", "overlap"), [("executors", False), ("driver", True), ("driver", False)])
 def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, four_files, tmp_path, monkeypatch,
-                                                                        processor, overlap):
+                                                                        processor, reduce_on, overlap):
+    """A batch whose reduction fails once, after some key groups wrote their next state files: in an executor's task
+    (the failure is the task's, the action's, so Spark commits nothing), or on the driver, where with batches that
+    overlap Spark had committed the batch and its rows wait in the checkpoint."""
     from spark_jobs.stream import buckets
 
     flag = tmp_path / "fail-once"
@@ -528,7 +554,7 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
     monkeypatch.setattr(buckets, "FAIL_ONCE", (str(flag), middle))
     args = [str(four_files / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
             "--max-files-per-trigger", "1", "--master", "local[2]", "--drain", "--processor", processor,
-            *([] if overlap else ["--no-overlap"])]  # fmt: skip
+            "--reduce-on", reduce_on, *([] if overlap else ["--no-overlap"])]  # fmt: skip
     assert stream_cli(*args) == 1, "the injected failure stops the stream"
     assert not flag.exists()
     kinds = tmp_path / "chk" / "spanning" / "column-kinds.json"
@@ -554,7 +580,7 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
 def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(four_files, tmp_path, processor):
     args = [sys.executable, "-m", "spanning.cli", "stream", str(four_files / "in"), "--output", str(tmp_path / "out"),
             "--checkpoint", str(tmp_path / "chk"), *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]",
-            "--drain", "--processor", processor]  # fmt: skip
+            "--drain", "--processor", processor, "--reduce-on", "executors"]  # fmt: skip
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     child = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
@@ -573,7 +599,9 @@ def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(fo
 
 
 @pytest.mark.parametrize("processor", PROCESSORS)
-def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_open(spark, tmp_path, processor):
+@pytest.mark.parametrize("reduce_on", REDUCERS)
+def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_open(spark, tmp_path, processor,
+                                                                                     reduce_on):
     def calls(rows):
         return pd.DataFrame(rows, columns=["call_id", "cell", "start", "end", "duration", "bytes"]).astype(str)
 
@@ -582,7 +610,8 @@ def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_
     later = calls([(3, "busy", "2024-03-04 03:00:00", "2024-03-04 03:01:00", 60, 30)])
     drop_files(tmp_path / "in", [first, later])
     args = [str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
-            "--max-files-per-trigger", "1", "--master", "local[2]", "--idle-flush", "1h", "--processor", processor]
+            "--max-files-per-trigger", "1", "--master", "local[2]", "--idle-flush", "1h", "--processor", processor,
+            "--reduce-on", reduce_on]
     assert stream_cli(*args) == 0
     after_first = windows_of(tmp_path / "out")
     assert "quiet" not in set(after_first["cell"]), "nothing passes the quiet key's clock, and no --drain"
@@ -740,11 +769,14 @@ def test_two_copies_of_a_checkpoint_reduced_side_by_side_each_go_on_from_their_o
         assert every_window(reducers[name], released[name]) == every_window(alone, alone_released), name
 
 
-def test_the_stream_s_files_are_on_disk_before_a_record_names_them(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("reduce_on", ["driver", "executors"])
+def test_the_stream_s_files_are_on_disk_before_a_record_names_them(spark, tmp_path, monkeypatch, reduce_on):
     """Every file the stream keeps under its checkpoint (state files, batch records, kinds) and every output it writes
     is flushed to disk (``fsync``) under its temporary name, and every folder holding them after its rename: a power
     loss cannot leave a committed batch's record naming an empty or missing file. (Spark's own files under
-    ``CHECKPOINT/query`` are Spark's.)"""
+    ``CHECKPOINT/query`` are Spark's.) Only this process's flushes are seen: on the executors, the state files and
+    output parts that the tasks write (with the same ``bucket_store.write_whole``) are left out, and what the driver
+    flushes (the batch folders it renames, the records) is checked."""
     flushed: set = set()
     flush = os.fsync
 
@@ -756,17 +788,22 @@ def test_the_stream_s_files_are_on_disk_before_a_record_names_them(spark, tmp_pa
     monkeypatch.setattr(os, "fsync", recorded)
     drop_files(tmp_path / "in", by_end(clean_calls(300, seed=8), 3))
     assert stream_cli(str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
-                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain") == 0  # fmt: skip
+                      *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]", "--drain",
+                      "--reduce-on", reduce_on) == 0  # fmt: skip
     kept = [p for p in (tmp_path / "chk" / "spanning").rglob("*") if p.is_file()]
     written = [p for p in (tmp_path / "out").rglob("*") if p.is_file() and p.name != "_SPANNING_OUTPUT"]  # not the
     # output folder's mark, made once when the stream starts (spanning.app.outputs): no record names it
     assert any("buckets" in str(p) for p in kept) and any(p.suffix == ".parquet" for p in written)
     paths = [*kept, *written, *{p.parent for p in [*kept, *written]}]
+    if reduce_on == "executors":  # written in the tasks' Python workers, out of this process's sight
+        paths = [p for p in paths if "buckets" not in p.parts and p.suffix != ".parquet"]
+        assert any(p.name.startswith("batch=") for p in paths), "the driver's renamed batch folders are checked"
     unflushed = [p for p in paths if (p.stat().st_dev, p.stat().st_ino) not in flushed]
     assert unflushed == [], unflushed
 
 
-def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_path):
+@pytest.mark.parametrize("reduce_on", REDUCERS)
+def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_path, reduce_on):
     """Exactly once: a batch that Spark runs again (its commit lost in a crash) reads the state version its first
     run read and writes byte-identical windows and late rows; a killed write's folders are removed."""
     calls = clean_calls(600, seed=5)
@@ -776,7 +813,7 @@ def test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes(spark, tmp_
     frames = [frames[0], frames[2], pd.concat([frames[1], frames[3]])]  # the last batch: late calls, and later ones
     drop_files(tmp_path / "in", frames)
     args = [str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), *QUERY,
-            "--max-files-per-trigger", "1", "--master", "local[2]"]  # fmt: skip
+            "--max-files-per-trigger", "1", "--master", "local[2]", "--reduce-on", reduce_on]  # fmt: skip
     assert stream_cli(*args) == 0
     written = {p.relative_to(tmp_path): p.read_bytes()
                for p in (tmp_path / "out").glob("*/batch=2/*.parquet")}  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spanning.app.jobspec import RunConfig, UsageError, parse_duration
@@ -32,16 +32,24 @@ STREAM_HELP = {
     "partitions": "spread each micro-batch's rows over N Spark tasks before they are validated (default: none, the"
                   " tasks that read a batch validate it; Spark packs small files and splits large ones per core)",
 }
+REDUCE_ON = ("auto", "executors", "driver")  # --reduce-on: where each batch is reduced (docs/STREAMING.md)
 PROCESSORS = ("auto", "python")  # one processor; the option stays for commands written before
 REMOVED_PROCESSOR = "jvm"  # the JVM micro-batch processor, removed on 2026-11-26 (docs/STREAMING.md)
 TRIGGER = re.compile(r"^available-now$|^(\d+(?:\.\d+)?)\s*(ms|s|m|h|milliseconds?|seconds?|minutes?|hours?)?$")
 
 
-#: ``--buckets``'s default for a new checkpoint (one made before keeps its own count, ``recorded_buckets``): the
-#: driver reduces a batch's buckets on threads, one per core, and every bucket costs a batch a fixed share of Python;
-#: two kept the driver's two cores busy at the least cost (100k rows a batch, 15m/1m, 10k keys: 0.11-0.13 s a batch,
-#: against 0.12-0.15 s with 4 and 0.17-0.19 s with 16; 2026-11-28, docs/STREAMING.md). It was 16 until then.
+#: ``--buckets``'s default for a new checkpoint reduced on the driver (one made before keeps its own count,
+#: ``recorded_buckets``): the driver reduces a batch's buckets on threads, one per core, and every bucket costs a batch
+#: a fixed share of Python; two kept the driver's two cores busy at the least cost (100k rows a batch, 15m/1m, 10k
+#: keys: 0.11-0.13 s a batch, against 0.12-0.15 s with 4 and 0.17-0.19 s with 16; 2026-11-28, docs/STREAMING.md).
+#: It was 16 until then.
 DEFAULT_BUCKETS = 2
+#: ``--buckets``'s default for a new checkpoint reduced in the executors' tasks: the key groups, at most the tasks
+#: that can reduce a batch at once, whatever the cores at a later restart. Each group costs each batch that touches
+#: it a fixed share of a task's Python (state file, kernel calls, about 3-6 ms; 1M rows, 100k a batch, 15m/1m, 10k
+#: keys on local[2]: 95k events/s with 8 groups, 99k with 16, 82k with 32, 71k with 128; 2026-11-29,
+#: bench/results/stream-executors-2026-11-29.md): 32, a cluster of 32 task slots, not Flink's 128.
+DEFAULT_KEY_GROUPS = 32
 JOB_FILE = "job.json"  # in CHECKPOINT/spanning/: what the checkpoint was made for (spark_jobs.stream.query)
 
 
@@ -68,6 +76,11 @@ class StreamOptions:
     # a batch reduced and written while the next is read (spark_jobs.stream.writer.BatchWriter); not with
     # --idle-flush, whose control file each batch's watermark decides for the next
     overlap: bool = True
+    # where a batch is reduced: in the executors' tasks, by key group, or on the driver; auto: on the driver with a
+    # local master (its executors are the driver's own JVM), on the executors otherwise (``resolved``)
+    reduce_on: str = "auto"
+    parallelism: int | None = None  # tasks of the executors' step; None: Spark's default parallelism
+    default_buckets: bool = field(default=False, init=False)  # buckets neither given nor recorded: the default
 
     def __post_init__(self) -> None:
         if not TRIGGER.match(self.trigger):
@@ -75,16 +88,33 @@ class StreamOptions:
         if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
             raise UsageError("--max-files-per-trigger must be at least 1")
         if self.buckets is None:  # the count the checkpoint was made with: a restart needs no --buckets
-            object.__setattr__(self, "buckets", recorded_buckets(self.checkpoint) or DEFAULT_BUCKETS)
+            recorded = recorded_buckets(self.checkpoint)
+            object.__setattr__(self, "default_buckets", recorded is None)
+            object.__setattr__(self, "buckets", recorded or (DEFAULT_KEY_GROUPS if self.reduce_on == "executors"
+                                                             else DEFAULT_BUCKETS))  # fmt: skip
         if self.buckets < 1:
             raise UsageError("--buckets must be at least 1")
         if self.max_disorder < 0 or (self.idle_flush is not None and self.idle_flush < 0):
             raise UsageError("--max-disorder and --idle-flush must not be negative")
+        if self.reduce_on not in REDUCE_ON:
+            raise UsageError(f"bad --reduce-on {self.reduce_on!r}: give {' or '.join(REDUCE_ON)}")
+        if self.parallelism is not None and self.parallelism < 1:
+            raise UsageError("--parallelism must be at least 1")
         if self.processor == REMOVED_PROCESSOR:
             raise UsageError("--processor jvm was removed: spanning stream has one processor, which runs every"
                              " query; leave the option out (docs/STREAMING.md)")  # fmt: skip
         if self.processor not in PROCESSORS:
             raise UsageError(f"bad --processor {self.processor!r}: leave the option out (there is one processor)")
+
+    def resolved(self, master: str) -> StreamOptions:
+        """These options on a session of ``master``: ``auto`` made ``driver`` for a local master (``local``,
+        ``local[N]``: the executors are the driver's JVM, and the driver's reduction measured faster there) and
+        ``executors`` otherwise, and a new checkpoint's default bucket count the one of where it is reduced."""
+        where = self.reduce_on
+        if where == "auto":
+            where = "driver" if master == "local" or master.startswith("local[") else "executors"
+        buckets = DEFAULT_KEY_GROUPS if self.default_buckets and where == "executors" else self.buckets
+        return replace(self, reduce_on=where, buckets=buckets)
 
     @property
     def spark_trigger(self) -> dict:
@@ -147,16 +177,26 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
                    " (default: never)")  # fmt: skip
     p.add_argument("--max-disorder", default="0", metavar="DURATION",
                    help="the stream's watermark lags its largest end by this much (default 0)")  # fmt: skip
-    p.add_argument("--buckets", type=int, default=None,
-                   help=f"hash buckets of keys, each kept apart and reduced on its own thread; fixed for a checkpoint"
-                        f" (default: the checkpoint's count, {DEFAULT_BUCKETS} for a new one)")  # fmt: skip
+    p.add_argument("--buckets", type=int, default=None, metavar="GROUPS",
+                   help=f"key groups: keys are hashed into this many groups, each with its own state files, reduced"
+                        f" by one task of the executors (or one thread of the driver); fixed for a checkpoint, at most"
+                        f" the tasks that can work at once (default: the checkpoint's count; for a new one"
+                        f" {DEFAULT_KEY_GROUPS} on the executors, {DEFAULT_BUCKETS} on the driver)")  # fmt: skip
+    p.add_argument("--parallelism", type=int, default=None, metavar="N",
+                   help="tasks that reduce each micro-batch's key groups (default: Spark's default parallelism, the"
+                        " executors' cores); may change at any restart")  # fmt: skip
+    p.add_argument("--reduce-on", choices=REDUCE_ON, default="auto",
+                   help="where each micro-batch is reduced against the open windows: executors (by key group in the"
+                        " executors' tasks, the driver receiving a stats row per group), driver (the batch's rows"
+                        " taken to the driver), or auto (default: driver with a local master, where it is faster,"
+                        " executors otherwise)")  # fmt: skip
     p.add_argument("--drain", action="store_true",
                    help="available-now: release every key's open windows at the end, as spanning run does at the end"
                    " of its input (the input is complete: a later event of those windows would be late)")  # fmt: skip
     p.add_argument("--no-overlap", dest="overlap", action="store_false",
-                   help="write each micro-batch before the next is read: its outputs about 0.2 s sooner, 10-20%%"
-                   " fewer events/s sustained (by default a batch is reduced and written while the next is read;"
-                   " --idle-flush does not overlap either)")  # fmt: skip
+                   help="--reduce-on driver: write each micro-batch before the next is read: its outputs about 0.2 s"
+                   " sooner, 10-20%% fewer events/s sustained (by default a batch is reduced and written while the"
+                   " next is read; not with --idle-flush, nor on the executors)")  # fmt: skip
     p.add_argument("--processor", default="auto",
                    help="does nothing: kept for commands written when there were two processors (auto and python"
                    " are the one processor; jvm was removed, see docs/STREAMING.md)")  # fmt: skip
@@ -175,6 +215,8 @@ def options_from_args(args: argparse.Namespace) -> StreamOptions:
         final_flush=args.drain,
         processor=args.processor,
         overlap=args.overlap,
+        reduce_on=args.reduce_on,
+        parallelism=args.parallelism,
     )
 
 

@@ -1,8 +1,9 @@
 """The stream's state store: each bucket's ``OpenWindows`` as a snapshot and the changes of the batches since.
 
-``spanning stream`` hashes keys into buckets (``spark_jobs.stream.query``), and the driver reduces each batch against
-every bucket's state (``spark_jobs.stream.buckets``). A bucket's windows are files of the stream's checkpoint, one
-folder per bucket (``CHECKPOINT/spanning/buckets/B/``):
+``spanning stream`` hashes keys into buckets, its key groups (``spark_jobs.stream.query``), and each batch is reduced
+against every touched bucket's state (``spark_jobs.stream.buckets``), in the executors' tasks (``stream.tasks``) or on
+the driver. A bucket's windows are files of the stream's checkpoint, one folder per bucket
+(``CHECKPOINT/spanning/buckets/B/``), read by whichever process reduces the bucket next:
 
 * ``snapshot-V``: the whole state after the bucket's V-th change (``OpenWindows.to_bytes``);
 * ``delta-V``: the keys the V-th change changed, whole (``OpenWindows.changes_to_bytes``).
@@ -18,10 +19,12 @@ version again, replacing the files of the run that did not commit. Files older t
 are removed when a snapshot is written: the committed version never needs them. (Until 2026-11-28 Spark's
 ``applyInPandasWithState`` held the ``Version`` and the buckets were reduced in the executors' Python workers.)
 
-**The reducer keeps what it wrote.** The stream's reducer (``stream_buckets.BucketReducer``, one per running query)
-keeps the ``OpenWindows`` of each bucket's version V that it wrote (``held``), and its next batch given version V of
-that bucket goes on from it without reading a file. It is taken out while a batch uses it, so a batch that fails
-leaves nothing half-changed behind. What is held goes with the query's reducer: a new query over the checkpoint
+**The reducer keeps what it wrote.** The stream's reducer (``stream.buckets.BucketReducer``, one per running query
+on the driver; in an executor's Python worker, the states that worker's tasks wrote for the running query,
+``stream.tasks``) keeps the ``OpenWindows`` of each bucket's version V that it wrote (``held``), and its next batch
+given version V of that bucket goes on from it without reading a file (``load`` says which: ``cached``). It is
+taken out while a batch uses it, so a batch that fails leaves nothing half-changed behind. What is held goes with
+the query's reducer (on the executors, with the query's token): a new query over the checkpoint
 (a restart, a checkpoint made anew at the same path, or a copy of it run beside the original in one session)
 reads the files. (Until 2026-11-28 the held states were the process's, keyed by an id kept in the checkpoint, so
 two copies of one checkpoint run in one process could take each other's state.)
@@ -60,12 +63,17 @@ class BucketStore:
 
     def __init__(self, folder: str | Path, bucket: int, held: Held) -> None:
         self.folder, self.bucket, self.held = Path(folder) / str(bucket), bucket, held
+        self.cached: bool | None = None  # after ``load``: whether the state was held (None: there was none yet)
 
-    def load(self, empty: OpenWindows, saved: Version) -> OpenWindows:
-        """The bucket's state at ``saved``: the one its reducer wrote and kept, or ``empty`` filled from the files."""
+    def load(self, empty: OpenWindows | Callable[[], OpenWindows], saved: Version) -> OpenWindows:
+        """The bucket's state at ``saved``: the one its reducer wrote and kept, or ``empty`` (or what it makes, when it
+        is a function: only when nothing is kept) filled from the files."""
         held = self.held.pop(self.bucket, None)
-        if held is not None and held[0] == saved.version:
+        self.cached = True if held is not None and held[0] == saved.version else (False if saved.version else None)
+        if self.cached:
             return held[1]
+        if callable(empty):
+            empty = empty()
         if saved.version:
             empty.load_bytes(self._read("snapshot", saved.snapshot))
             for version in range(saved.snapshot + 1, saved.version + 1):

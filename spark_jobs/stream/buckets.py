@@ -1,16 +1,16 @@
-"""The stream's stateful step, on the driver: a micro-batch's rows against each bucket's open windows.
+"""The stream's stateful step: a micro-batch's rows against each key group's (bucket's) open windows.
 
-``foreachBatch`` takes a micro-batch's rows (read, validated and given their bucket by the executors' tasks) to the
-driver as Arrow, in one Spark action, and ``BucketReducer`` feeds each bucket's rows to its ``OpenWindows``
-(``spanning.engines.open_windows``: the vectorised SE-Slicing of ``reduce_chunk`` on the compiled kernel, Suzanne
-et al., §3.2.2) in end order, after the control rows' ``advance`` and before their ``flush``. Each bucket's state is
-kept in the checkpoint by ``stream.bucket_store`` (a snapshot and the changed keys of each batch since), and the
-driver keeps the state it wrote, so a stream that runs on reads no state file.
+``BucketReducer`` feeds each bucket's rows to its ``OpenWindows`` (``spanning.engines.open_windows``: the vectorised
+SE-Slicing of ``reduce_chunk`` on the compiled kernel, Suzanne et al., §3.2.2) in end order, after the control rows'
+``advance`` and before their ``flush``. Each bucket's state is kept in the checkpoint by ``stream.bucket_store`` (a
+snapshot and the changed keys of each batch since), and the reducer keeps the state it wrote (``held``), so a stream
+that runs on reads no state file.
 
-Until 2026-11-28 this step ran in the executors' Python workers as Spark's ``applyInPandasWithState``, one group per
-bucket: a shuffle of the batch's rows, packed per bucket, and each bucket's output handed back through files.
-At 100k rows per batch that cost more than the reduction itself (docs/STREAMING.md), which takes a few hundred
-milliseconds for all buckets on one core.
+It runs where the batch is reduced (``spanning stream --reduce-on``): by default in the executors' tasks, each over
+the rows of its key groups (``stream.tasks``, since 2026-11-29: the driver receives a stats row per group), or on the
+driver over the whole batch, taken there as Arrow (``stream.writer``, 2026-11-28 to 2026-11-29). Until 2026-11-28 it
+ran in Spark's ``applyInPandasWithState``, one group per bucket, whose state store commits and hand-over of the
+windows through files cost more than the reduction itself (docs/STREAMING-DESIGN.md).
 
 **Exactly once.** Which files make each bucket's state after batch N (its ``Version``) is kept in the batch's
 record (``BatchWriter``), written once its outputs are. Batch N starts from the versions of the last record before
@@ -96,8 +96,13 @@ class BucketReducer:
         return OpenWindows(WindowSpec(*self.window), aggs, names, self.keys, self.series_start,
                            ChunkColumns(START, END, SEQ), skip_empty=self.events_column)  # fmt: skip
 
-    def __call__(self, rows: Any, versions: Mapping[int, Version]) -> Reduced:
-        """``rows``: one micro-batch as an Arrow table; ``versions``: each bucket's state before it."""
+    def __getstate__(self) -> dict:
+        """Pickled (into an executor's task, or a Connect server's Python) without the states it holds."""
+        return {**self.__dict__, "held": {}}
+
+    def __call__(self, rows: Any, versions: Mapping[int, Version], workers: int | None = None) -> Reduced:
+        """``rows``: one micro-batch as an Arrow table; ``versions``: each bucket's state before it; ``workers``:
+        the threads that reduce the buckets (default: one per core)."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -124,7 +129,7 @@ class BucketReducer:
         # the buckets on threads, one per core: a bucket's reduction is mostly numpy, Arrow and the compiled kernel,
         # which release the GIL (at 100k rows a batch, 15m/1m: 2 buckets on 2 threads 0.11-0.13 s, against 0.19-0.21
         # s for 16 buckets on one; docs/STREAMING.md)
-        with ThreadPoolExecutor(max(1, min(len(parts), threads.available_cores()))) as pool:
+        with ThreadPoolExecutor(max(1, min(len(parts), workers or threads.available_cores()))) as pool:
             done = list(pool.map(reduce, parts))  # in bucket order; all finish before a failure is raised
         windows = [table for tables, _, _ in done for table in tables]
         late = [table for _, table, _ in done if table is not None]
@@ -146,7 +151,7 @@ class BucketReducer:
         import pyarrow.compute as pc
 
         store = BucketStore(self.store, bucket + self.offset, self.held)
-        state = store.load(self._empty_state(), saved)
+        state = store.load(self._empty_state, saved)  # an empty state built only when none is held (1.7 ms)
         windows = []
         for c in controls:  # the watermark (an idle flush), then the batch
             if not c[FLUSH]:
@@ -172,7 +177,7 @@ class BucketReducer:
                    for name, internal in self.originals.items()}})  # fmt: skip
         stats = {"version": list(version), "accepted": mine.num_rows, "max_end": max_end, "keys": state.n_keys,
                  "held_windows": state.held_windows, "state_bytes": version.snapshot_bytes + version.delta_bytes,
-                 "state_written": written}  # fmt: skip
+                 "state_written": written, "cached": store.cached}  # fmt: skip
         # each frame to Arrow on its own: concatenated in pandas first, a bucket whose null key made its key column
         # float would make every bucket's float, and large integer keys would lose their low bits
         return [self._table("windows", frame) for frame in windows if len(frame)], late, stats
@@ -204,14 +209,14 @@ class SpecReducers:
     def __init__(self, reducers: list[BucketReducer], labels: list[str]) -> None:
         self.reducers, self.labels = reducers, labels
 
-    def __call__(self, rows: Any, versions: Mapping[int, Version]) -> Reduced:
+    def __call__(self, rows: Any, versions: Mapping[int, Version], workers: int | None = None) -> Reduced:
         import pyarrow as pa
 
         def tagged(table: Any, label: str, before: str) -> Any:
             return table.add_column(table.schema.get_field_index(before), "window",
                                     pa.array([label] * table.num_rows, pa.string()))  # fmt: skip
 
-        each = [reducer(rows, versions) for reducer in self.reducers]
+        each = [reducer(rows, versions, workers) for reducer in self.reducers]
         return Reduced(
             pa.concat_tables([tagged(r.windows, label, "window_start") for r, label in zip(each, self.labels,
                                                                                             strict=True)]),

@@ -2,21 +2,24 @@
 
 The query (``streaming_rows``)::
 
-    file stream of CDR files ─ spread ─ prepare (reader contract) ─ bucket ─┐
-                                                                          ├─ union ─ foreachBatch (BatchWriter):
-    control stream (checkpoint/spanning/control/) ────────────────────────┘   the batch as Arrow on the driver,
-                                                                              BucketReducer, then the outputs
+    file stream of CDR files ─ spread ─ prepare (reader contract) ─ key group ─┐
+                                                                             ├─ union ─ foreachBatch (BatchWriter):
+    control stream (checkpoint/spanning/control/) ───────────────────────────┘   repartition by key group,
+                                                                                 mapInArrow (stream.tasks: reduce,
+                                                                                 write), then the batch's record
 
-* **State.** Keys are hashed into a fixed number of buckets (recorded in the checkpoint). Each bucket's
-  ``OpenWindows`` (``spanning.engines.open_windows``: per key its series, clock and open windows, so what it holds is
-  bounded by its open windows) is kept in the checkpoint as a snapshot and the changed keys of each batch since
-  (``stream.bucket_store``): a batch writes the keys it changed, not the bucket. Each batch's record says which
-  files make each bucket after it.
-* **The stateful step is on the driver** (``spark_jobs.stream.buckets``, since 2026-11-28). The executors' tasks
-  read, spread, validate and bucket a batch's rows; ``foreachBatch`` takes them to the driver as Arrow in one Spark
-  action, and the compiled kernel reduces them against each bucket's open windows there. Until then the step was
-  Spark's ``applyInPandasWithState`` on the executors, one group per bucket: a shuffle of the rows, and the windows
-  handed back through files, which together cost more than the reduction (docs/STREAMING.md).
+* **State.** Keys are hashed into a fixed number of key groups (``--buckets``, recorded in the checkpoint as
+  ``buckets``). Each group's ``OpenWindows`` (``spanning.engines.open_windows``: per key its series, clock and open
+  windows, so what it holds is bounded by its open windows) is kept in the checkpoint as a snapshot and the changed
+  keys of each batch since (``stream.bucket_store``): a batch writes the keys it changed, not the group. Each batch's
+  record says which files make each group after it.
+* **The stateful step is in the executors' tasks** (``spark_jobs.stream.tasks``, since 2026-11-29): one action per
+  batch spreads its rows over P tasks by key group (P: ``--parallelism``, Spark's default parallelism unless given,
+  free to change at a restart), and each task reduces its groups against their state with the compiled kernel and
+  writes its outputs; the driver receives a stats row per group. ``--reduce-on driver`` takes the rows to the driver
+  as Arrow and reduces them there, as from 2026-11-28 (``spark_jobs.stream.buckets``). Until then the step was
+  Spark's ``applyInPandasWithState`` on the executors, one group per bucket, whose state store commits and windows
+  handed back through files cost more than the reduction (docs/STREAMING.md).
 * **Semantics** are those of ``spanning run`` (docs/SEMANTICS.md): within a micro-batch each key's events are
   taken in end order, each key has its own clock, a window is released once that clock passes its end + TTP,
   and an event that overlaps released windows goes to ``late/`` with ``windows_missed``.
@@ -33,10 +36,11 @@ The query (``streaming_rows``)::
   folders and renames each to ``windows/batch=N`` (``late/``, ``rejected/``) only when complete, then the batch's
   record (its state versions among them); a batch run again after a crash starts from the versions of the record
   before it and replaces its own folders, and Spark commits a batch only after ``foreachBatch`` returns.
-* **Batches overlap** (``spanning stream`` without ``--no-overlap`` or ``--idle-flush``): ``foreachBatch`` takes a
-  batch's rows to the driver, keeps them in ``checkpoint/spanning/pending/`` and returns, and the batch is reduced
-  and written in a thread of its own while the executors read the next batch (one batch in flight). A batch that
-  Spark committed but the process did not write is written from its kept rows when the stream starts again.
+* **Batches overlap** on the driver (``--reduce-on driver`` without ``--no-overlap`` or ``--idle-flush``):
+  ``foreachBatch`` takes a batch's rows to the driver, keeps them in ``checkpoint/spanning/pending/`` and returns,
+  and the batch is reduced and written in a thread of its own while the executors read the next batch (one batch in
+  flight). A batch that Spark committed but the process did not write is written from its kept rows when the stream
+  starts again. On the executors the action reduces and writes the batch before ``foreachBatch`` returns.
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ from spark_jobs.stream.batch_records import save_json
 from spark_jobs.stream.bucket_store import STORE_FOLDER, write_whole
 from spark_jobs.stream.buckets import BUCKET, CONTROL, FLUSH, BucketReducer, SpecReducers
 
-OPERATOR = "foreachBatch"  # job.json's "operator": where the open windows are reduced (the driver, stream_buckets)
+OPERATOR = "foreachBatch"  # job.json's "operator": the state is the checkpoint's, reduced in foreachBatch's action
+# (the executors' tasks or the driver: the same files and records, so a checkpoint goes on with either)
 OLDER_OPERATORS = {  # those of checkpoints made before: refused (the versions of their state are in Spark's)
     "transformWithStateInPandas": "2026-11-26", "applyInPandasWithState": "2026-11-28"}  # operator -> until
 STATE_STORE = "bucket files"  # job.json's "state": where the open windows are (checkpoint/spanning/buckets/)
@@ -99,7 +104,7 @@ class StreamQuery:
     options: StreamOptions
     aggregates: dict[str, str]  # output name -> internal column of the reducer's windows
     originals: dict[str, str]  # input column -> internal column
-    reducer: BucketReducer | SpecReducers  # a batch's rows against the buckets' open windows, on the driver
+    reducer: BucketReducer | SpecReducers  # a batch's rows against the key groups' open windows
 
     def without_frames(self) -> StreamQuery:
         """What a batch needs, without the DataFrames (a Spark Connect client's, which cannot be pickled): the

@@ -1,18 +1,20 @@
-"""The stream's writer: each micro-batch reduced against the buckets' open windows and written exactly once.
+"""The stream's writer: each micro-batch reduced against the key groups' open windows and written exactly once.
 
-``BatchWriter`` is ``foreachBatch``'s function (through ``batch_function``): a batch's rows come to the driver as
-Arrow, the reducer (``stream.buckets``) releases their windows, and the windows, late and rejected rows are written
-as ``kind/batch=N`` folders, whole or not at all, before the batch's record (``stream.batch_records``). With
-``--idle-flush``, ``IdleFlush`` writes the control file that the next batch hands to every bucket.
+``BatchWriter`` is ``foreachBatch``'s function (through ``batch_function``). By default it runs one Spark action per
+batch in which the executors' tasks reduce their key groups and write their windows, late and rejected files
+(``stream.tasks``), then renames the batch's folders to ``kind/batch=N`` and writes the batch's record
+(``stream.batch_records``). With ``--reduce-on driver`` (and for ``foreach_batch``'s sink, and on Spark Connect) the
+batch's rows come to the driver as Arrow and the reducer (``stream.buckets``) runs there, the batches overlapping.
+With ``--idle-flush``, ``IdleFlush`` writes the control file that the next batch hands to every key group.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
@@ -21,14 +23,14 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from spanning.aggregates import seconds_columns
-from spanning.app.jobspec import EVENTS_COLUMN, key_column
-from spanning.engines.reader import CHRONON_MS, CHRONONS_PER_SECOND, tzinfo
-from spark_jobs.reading.prepare import REASON
+from spanning.engines.reader import CHRONON_MS, tzinfo
+from spark_jobs.stream import buckets as reducing
 from spark_jobs.stream.batch_records import BatchRecords, save_json
-from spark_jobs.stream.bucket_store import Version, synced, write_whole
+from spark_jobs.stream.bucket_store import Version, write_whole
 from spark_jobs.stream.buckets import BUCKET, CONTROL, FLUSH
+from spark_jobs.stream.outputs import OutputShape, clear, publish, write_part
 from spark_jobs.stream.query import StreamQuery, control_file
+from spark_jobs.stream.tasks import STATS, GroupTask, task_of_group
 
 TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batches
 
@@ -46,14 +48,25 @@ class BatchWriter:
 
     def __init__(self, job: StreamQuery, output: Path | None, progress: Any = print,
                  sink: Callable[[dict, int], None] | None = None, overlap: bool = False,
-                 zone: str | None = None) -> None:  # fmt: skip
+                 zone: str | None = None, renames: dict[str, str] | None = None, executors: bool = False,
+                 parallelism: int | None = None) -> None:  # fmt: skip
         """``output``: the folder of windows/, late/, rejected/ and summary.json; or None with ``sink``, which is
         given each batch's three outputs as Arrow tables (name -> table) and its id, and writes them. ``zone``: the
-        query's session time zone, when ``job`` has no DataFrame to read it from (``stream.remote``)."""
+        query's session time zone, when ``job`` has no DataFrame to read it from (``stream.remote``); ``renames``:
+        the windows' columns as the caller named them. ``executors``: each batch reduced and written in the
+        executors' tasks (``stream.tasks``, into ``output``; not with ``sink``), ``parallelism`` of them (default:
+        Spark's default parallelism); otherwise on the driver (``overlap`` applies there only)."""
         self.job, self.output, self.progress = job, output, progress
         self.sink = sink if sink is not None else self._write_files
         # the session's time zone, which the batches' sessions (Spark's copies) keep: the windows' bounds are in it
         self.zone = zone or job.rows.sparkSession.conf.get("spark.sql.session.timeZone")
+        self.shape = OutputShape.of(job, self.zone, renames)
+        self.executors = executors and sink is None and output is not None
+        self.parallelism = parallelism
+        self.token = uuid.uuid4().hex  # this query's: the executors' workers hold its states apart (stream.tasks)
+        self.held = {"hits": 0, "misses": 0}  # this run's groups whose state was held, and those read from files
+        if self.executors:
+            overlap = False  # the action reduces and writes the batch: there is nothing left to overlap
         for orphan in [] if output is None else output.glob("*/_tmp-batch=*"):  # a batch killed while writing:
             shutil.rmtree(orphan, ignore_errors=True)  # it runs again from the checkpoint
         self.lock = threading.Lock()
@@ -70,6 +83,9 @@ class BatchWriter:
         self._write_kept()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.executors:
+            self._on_executors(batch, batch_id)
+            return
         began = time.perf_counter()
         rows = batch.toArrow()  # the one Spark action of a batch
         collected = round(time.perf_counter() - began, 3)
@@ -101,12 +117,55 @@ class BatchWriter:
         in_flight = self._in_flight
         return in_flight.exception() if in_flight is not None and in_flight.done() else None
 
+    def _on_executors(self, batch: DataFrame, batch_id: int) -> None:
+        """A batch reduced and written by the executors' tasks, each over its key groups (``stream.tasks``), in one
+        Spark action whose result is a stats row per group and per task; then its folders renamed and its record."""
+        from pyspark.sql import functions as F
+
+        began = time.perf_counter()
+        before = self.versions_before(batch_id)
+        clear(self.output, batch_id)  # what an earlier run of the batch left: its tasks write anew
+        task = GroupTask(self.job.reducer, self.shape, str(self.output), batch_id,
+                         {g: tuple(v) for g, v in before.items()}, self.token, reducing.FAIL_ONCE)  # fmt: skip
+        tasks = self.parallelism or batch.sparkSession.sparkContext.defaultParallelism
+        stats = batch.repartition(tasks, task_of_group(F.col(BUCKET), tasks)).mapInArrow(task, STATS).toArrow()
+        reduced = time.perf_counter()
+        received = stats.nbytes
+        stats = stats.to_pylist()
+        publish(self.output, batch_id)
+        groups = [s for s in stats if s["group"] >= 0]
+        done = [s for s in stats if s["group"] < 0]
+        counts = {kind: sum(t[kind] for t in done) for kind in ("windows", "late", "rejected")}
+        ends = [g["max_end"] for g in groups if g["max_end"] is not None]
+        held = {"hits": sum(g["cached"] is True for g in groups), "misses": sum(g["cached"] is False for g in groups)}
+        for name, n in held.items():
+            self.held[name] += n
+        version = ("version", "snapshot", "delta_bytes", "snapshot_bytes")
+        after = {**{str(b): list(v) for b, v in before.items()},
+                 **{str(g["group"]): [g[v] for v in version] for g in groups}}  # fmt: skip
+        record = {"batch": batch_id, "rows_read": sum(t["accepted"] for t in done) + counts["rejected"], **counts,
+                  "max_end": max(ends) if ends else None, "reduced_on": "executors", "tasks": tasks,
+                  "collect_seconds": round(reduced - began, 3),
+                  "compute_seconds": max((t["seconds"] for t in done), default=0.0),
+                  "state_written": sum(g["state_written"] for g in groups),
+                  "write_seconds": round(time.perf_counter() - reduced, 3),
+                  "buckets": {str(g["group"]): {k: g[k] for k in ("keys", "held_windows", "state_bytes",
+                                                                   "state_written")} for g in groups},
+                  "versions": after, "held": held, "stats_rows": len(stats), "stats_bytes": received,
+                  "seconds": round(time.perf_counter() - began, 3), "done_at": round(time.time(), 3)}  # fmt: skip
+        self._recorded(record)
+
     def _finish(self, rows: Any, batch_id: int, collected: float) -> None:
         """A batch's rows, taken to the driver in ``collected`` seconds, reduced and written, then its record."""
         began = time.perf_counter()
         counts = self._write(rows, batch_id)
         record = {"batch": batch_id, **counts, "collect_seconds": collected,
                   "seconds": round(collected + time.perf_counter() - began, 3), "done_at": round(time.time(), 3)}
+        self._recorded(record)
+
+    def _recorded(self, record: dict) -> None:
+        """A batch's record written (its outputs are), its kept rows let go, its line and the summary."""
+        batch_id = record["batch"]
         with self.lock:
             self.records.add(record)
         self._kept(batch_id).unlink(missing_ok=True)
@@ -148,27 +207,18 @@ class BatchWriter:
     def _write(self, rows: Any, batch_id: int) -> dict:
         """A batch's rows (as Arrow, on the driver) reduced against the buckets' state as it was before this batch,
         then each output's files, whole or not at all."""
-        import pyarrow as pa
-
-        job = self.job
         began = time.perf_counter()
         before = self.versions_before(batch_id)
-        reduced = job.reducer(rows, before)
-        windows = self._as_output(reduced.windows, self.zone)
+        reduced = self.job.reducer(rows, before)
+        tables = self.shape.tables(reduced)
         computed = time.perf_counter()
-        keys = {k: key_column(i) for i, k in enumerate(job.prepared.keys)}
-        tag = {"window": "window"} if job.cfg.query.windows else {}  # the window spec's label (SpecReducers)
-        outputs = {
-            "windows": (windows, {**keys, **tag, "window_start": "window_start", "window_end": "window_end",
-                                  **{n: i for n, i in job.aggregates.items() if n != EVENTS_COLUMN}}),
-            "late": (reduced.late, {**job.originals, **tag, "windows_missed": "windows_missed"}),
-            "rejected": (reduced.rejected, {**job.originals, REASON: REASON}),
-        }  # fmt: skip
-        tables = {kind: pa.table({name: rows.column(internal) for name, internal in columns.items()})
-                  for kind, (rows, columns) in outputs.items()}  # fmt: skip
         counts = {kind: rows.num_rows for kind, rows in tables.items()}
         self.sink(tables, batch_id)
         stats = reduced.buckets
+        held = {"hits": sum(b["cached"] is True for b in stats.values()),
+                "misses": sum(b["cached"] is False for b in stats.values())}  # fmt: skip
+        for name, n in held.items():
+            self.held[name] += n
         ends = [b["max_end"] for b in stats.values() if b["max_end"] is not None]
         # every bucket's state version after this batch: those it left alone carried over
         after = {**{str(b): list(v) for b, v in before.items()}, **{str(b): s["version"] for b, s in stats.items()}}
@@ -178,7 +228,7 @@ class BatchWriter:
                 "write_seconds": round(time.perf_counter() - computed, 3),
                 "buckets": {str(b): {k: v[k] for k in ("keys", "held_windows", "state_bytes", "state_written")}
                             for b, v in stats.items()},
-                "versions": after}  # fmt: skip
+                "versions": after, "reduced_on": "driver", "held": held}  # fmt: skip
 
     def versions_before(self, batch_id: int) -> dict[int, Version]:
         """Each bucket's state version as the last batch before ``batch_id`` left it (a batch that Spark runs again
@@ -189,41 +239,11 @@ class BatchWriter:
     def _write_files(self, tables: dict, batch_id: int) -> None:
         """Each non-empty output of a batch as ``kind/batch=N/``, renamed in whole: a batch run again after a crash
         replaces its own folders."""
-        import pyarrow.parquet as pq
-
+        clear(self.output, batch_id)
         for kind, rows in tables.items():
-            if not rows.num_rows:
-                continue
-            final = self.output / kind / f"batch={batch_id}"
-            temp = self.output / kind / f"_tmp-batch={batch_id}"
-            shutil.rmtree(temp, ignore_errors=True)
-            temp.mkdir(parents=True)
-            pq.write_table(rows, temp / "part-00000.parquet")
-            synced(temp / "part-00000.parquet")  # on disk, with its folder, before the batch's record names it
-            synced(temp)
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(temp, final)
-            synced(final.parent)
-
-    def _as_output(self, windows: Any, zone: str) -> Any:
-        """The reducer's windows as the job writes them: their bounds as times (in the session's time zone, as
-        Spark hands timestamps to Arrow; ``spark_jobs.batch.compute.to_time``) and ``occupancy`` in seconds
-        (``spark_jobs.batch.compute.to_seconds``), as ``spanning run``'s SQL makes them."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        job = self.job
-        per_second = CHRONONS_PER_SECOND[job.cfg.events.time_unit]
-        if job.prepared.time_is_timestamp:
-            for name in ("window_start", "window_end"):
-                micros = pc.multiply_checked(windows.column(name), 1_000_000 // per_second)
-                windows = windows.set_column(windows.schema.get_field_index(name), name,
-                                             micros.cast(pa.timestamp("us", zone)))  # fmt: skip
-        for name in seconds_columns(job.cfg.query.aggregate_columns, job.cfg.events.time_unit):
-            internal = job.aggregates[name]  # chronons / chronons per second
-            seconds = pc.divide(windows.column(internal).cast(pa.float64()), float(per_second))
-            windows = windows.set_column(windows.schema.get_field_index(internal), internal, seconds)
-        return windows
+            if rows.num_rows:
+                write_part(self.output, kind, batch_id, "part-00000.parquet", rows)
+        publish(self.output, batch_id)
 
     def describe(self, record: dict) -> str:
         watermark = self.watermark()
@@ -266,7 +286,7 @@ class BatchWriter:
                 **total, "batches": totals["batches"], "watermark": self.watermark(),
                 **{name: sum(b[name] for b in state.values()) for name in ("keys", "held_windows", "state_bytes")},
                 "rows_dropped_by_spark": self.dropped_by_spark, "trigger_seconds": self.recent_triggers(),
-                "batch_seconds": self.batch_seconds(),
+                "batch_seconds": self.batch_seconds(), "held_states": dict(self.held),
                 "output": None if self.output is None else str(self.output),
                 "checkpoint": str(Path(self.job.options.checkpoint).resolve()),
                 **(extra or {}),
