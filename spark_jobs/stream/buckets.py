@@ -6,9 +6,10 @@ SE-Slicing of ``reduce_chunk`` on the compiled kernel, Suzanne et al., §3.2.2) 
 snapshot and the changed keys of each batch since), and the reducer keeps the state it wrote (``held``), so a stream
 that runs on reads no state file.
 
-It runs where the batch is reduced (``spanning stream --reduce-on``): by default in the executors' tasks, each over
+It runs where the batch is reduced (``spanning stream --reduce-on``; ``auto``, the default, picks the executors on
+any master but a local one, where the driver was faster): in the executors' tasks, each over
 the rows of its key groups (``stream.tasks``, since 2026-11-29: the driver receives a stats row per group), or on the
-driver over the whole batch, taken there as Arrow (``stream.writer``, 2026-11-28 to 2026-11-29). Until 2026-11-28 it
+driver over the whole batch, taken there as Arrow (``stream.writer``, since 2026-11-28). Until 2026-11-28 it
 ran in Spark's ``applyInPandasWithState``, one group per bucket, whose state store commits and hand-over of the
 windows through files cost more than the reduction itself (docs/STREAMING-DESIGN.md).
 

@@ -13,7 +13,8 @@ The query (``streaming_rows``)::
   windows, so what it holds is bounded by its open windows) is kept in the checkpoint as a snapshot and the changed
   keys of each batch since (``stream.bucket_store``): a batch writes the keys it changed, not the group. Each batch's
   record says which files make each group after it.
-* **The stateful step is in the executors' tasks** (``spark_jobs.stream.tasks``, since 2026-11-29): one action per
+* **The stateful step is in the executors' tasks** on any master but a local one (``--reduce-on auto``, the
+  default; ``spark_jobs.stream.tasks``, since 2026-11-29): one action per
   batch spreads its rows over P tasks by key group (P: ``--parallelism``, Spark's default parallelism unless given,
   free to change at a restart), and each task reduces its groups against their state with the compiled kernel and
   writes its outputs; the driver receives a stats row per group. ``--reduce-on driver`` takes the rows to the driver
