@@ -572,10 +572,11 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
     assert_equals_batch_job(tmp_path / "out", four_files / "batch")
 
 
-# These two start processes of their own (about 100 s and 55 s each, the suite's slowest): what they add over the
-# in-process tests is the CLI's stop and the output's orphan folders. A batch run again from the state versions of
-# its first run is checked in process by test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes (the
-# stream) and tests/test_bucket_store.py (the store).
+# These two start `spanning stream` as a process of its own, among the suite's slowest tests, so each runs once: the
+# kill -9 on the executors' path, the Ctrl-C on a local master's default (the driver). What they add over the
+# in-process tests is the command's stop and the output's orphan folders. A batch run again from the state versions
+# of its first run is checked in process, on both paths, by
+# test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes (the stream) and by tests/test_bucket_store.py.
 @pytest.mark.parametrize("processor", ["python"])
 def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(four_files, tmp_path, processor):
     args = [sys.executable, "-m", "spanning.cli", "stream", str(four_files / "in"), "--output", str(tmp_path / "out"),
@@ -624,7 +625,7 @@ def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_
     assert busy_last < 1709521200, "the busy key's windows near 03:00 stay open: the watermark passed them by < 1h"
 
 
-@pytest.mark.parametrize("processor", ["python"])  # one processor: see the kill -9 test
+@pytest.mark.parametrize("processor", ["python"])  # a process of its own: see the kill -9 test
 def test_processing_time_trigger_flushes_idle_keys_live_and_stops_cleanly_on_ctrl_c(tmp_path, processor):
     def calls(rows):
         return pd.DataFrame(rows, columns=["call_id", "cell", "start", "end", "duration", "bytes"]).astype(str)
