@@ -1,6 +1,6 @@
 """The stream's bucket store (``spark_jobs.stream.bucket_store``): a state kept as a snapshot and the changed keys of
 each batch since gives, batch after batch, what one state kept in memory gives; a batch writes the keys it changed, not
-the bucket; a batch run again reads the version Spark committed.
+the bucket; a batch run again reads the version committed before it (the last batch record's), not its failed run's.
 """
 
 from __future__ import annotations
@@ -126,8 +126,8 @@ def test_a_batch_writes_the_keys_it_changed_not_the_bucket(tmp_path):
     assert min(int(p.name.split("-")[1]) for p in (tmp_path / "3").iterdir()) == first_snapshot
 
 
-def test_a_batch_run_again_reads_the_version_spark_committed_and_writes_it_again(tmp_path):
-    """A batch that failed after writing (Spark did not commit its version) runs again from the version before:
+def test_a_batch_run_again_reads_the_committed_version_and_writes_it_again(tmp_path):
+    """A batch that failed after writing (no batch record names its version) runs again from the version before:
     the worker's kept state is of the failed run, so it is read from the files, and the run again writes the
     same bytes and releases the same windows."""
     spec, aggregates = (900, 60, 600, 0), {"n": "count"}
@@ -141,7 +141,7 @@ def test_a_batch_run_again_reads_the_version_spark_committed_and_writes_it_again
     failed, _ = store.save(state, committed)
     first_bytes = (tmp_path / "0" / f"delta-{failed.version}").read_bytes()
     assert held[0][0] == failed.version
-    state = store.load(_state(spec, aggregates), committed)  # Spark gives the committed version again
+    state = store.load(_state(spec, aggregates), committed)  # the last record's version, given again
     assert held.get(0) is None, "taken out while a batch uses it"
     again_windows, _ = state.feed(_calls([4, 5], at=2000))
     again, _ = store.save(state, committed)

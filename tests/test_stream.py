@@ -572,10 +572,11 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
     assert_equals_batch_job(tmp_path / "out", four_files / "batch")
 
 
-# These two start processes of their own (about 100 s and 55 s each, the suite's slowest): what they add over the
-# in-process tests is the CLI's stop and the output's orphan folders. A batch run again from the state versions of
-# its first run is checked in process by test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes (the
-# stream) and tests/test_bucket_store.py (the store).
+# These two start `spanning stream` as a process of its own, among the suite's slowest tests, so each runs once: the
+# kill -9 on the executors' path, the Ctrl-C on a local master's default (the driver). What they add over the
+# in-process tests is the command's stop and the output's orphan folders. A batch run again from the state versions
+# of its first run is checked in process, on both paths, by
+# test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes (the stream) and by tests/test_bucket_store.py.
 @pytest.mark.parametrize("processor", ["python"])
 def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(four_files, tmp_path, processor):
     args = [sys.executable, "-m", "spanning.cli", "stream", str(four_files / "in"), "--output", str(tmp_path / "out"),
@@ -624,7 +625,7 @@ def test_idle_flush_releases_a_quiet_key_and_an_available_now_run_keeps_windows_
     assert busy_last < 1709521200, "the busy key's windows near 03:00 stay open: the watermark passed them by < 1h"
 
 
-@pytest.mark.parametrize("processor", ["python"])  # one processor: see the kill -9 test
+@pytest.mark.parametrize("processor", ["python"])  # a process of its own: see the kill -9 test
 def test_processing_time_trigger_flushes_idle_keys_live_and_stops_cleanly_on_ctrl_c(tmp_path, processor):
     def calls(rows):
         return pd.DataFrame(rows, columns=["call_id", "cell", "start", "end", "duration", "bytes"]).astype(str)
@@ -712,14 +713,24 @@ def test_python_api_builds_the_streaming_frame_for_a_pipeline_of_ones_own(spark,
 
 
 def test_two_copies_of_a_checkpoint_reduced_side_by_side_each_go_on_from_their_own_state(spark, tmp_path):
-    """A checkpoint copied, and each copy reduced by a query's own reducer in one process, at the same state versions
-    with other calls: each gives what a reducer that ran its calls alone gives, to its last window. Until 2026-11-28
+    """A checkpoint copied, and each copy reduced by a query of its own in one process, at the same state versions
+    with other calls: each gives what a reducer that ran its calls alone gives, to its last window. On the driver
+    (each query's ``BucketReducer``) and in the executors' tasks (``GroupTask``, each given the reducer pickled as
+    Spark ships it and its query's ``BatchWriter`` token: one worker holds both queries' states). Until 2026-11-28
     the process kept the states by an id in the checkpoint, which a copy shares, and the second took the first's."""
+    import pickle
     import shutil
+    import uuid
+
+    import pyarrow as pa
 
     from spanning.app.jobspec import RunConfig, key_column
     from spark_jobs.stream.bucket_store import Version
-    from spark_jobs.stream.query import streaming_rows
+    from spark_jobs.stream.buckets import BucketReducer
+    from spark_jobs.stream.outputs import OutputShape
+    from spark_jobs.stream.query import StreamQuery, streaming_rows
+    from spark_jobs.stream.tasks import GroupTask
+    from spark_jobs.stream.writer import BatchWriter
 
     calls = clean_calls(400, seed=11)
     files = by_end(calls, 4)
@@ -728,45 +739,119 @@ def test_two_copies_of_a_checkpoint_reduced_side_by_side_each_go_on_from_their_o
                                      "slide": 300, "ttp": 600, "keys": ["cell"], "aggregates": ["count", "sum:bytes"],
                                      "series_start": "first", "master": "local[2]"})  # fmt: skip
 
-    def job(name: str):
+    def job(name: str) -> StreamQuery:
         return streaming_rows(spark, cfg, StreamOptions(str(tmp_path / name), max_files_per_trigger=1, buckets=2,
                                                         processor="python"))  # fmt: skip
 
+    def shipped(reducer: BucketReducer, checkpoint: str) -> BucketReducer:
+        """``reducer`` as Spark ships it to a task (pickled, holding no state), its state files under
+        ``checkpoint``: a reducer of the same query over another checkpoint, made without a second streaming frame."""
+        copy = pickle.loads(pickle.dumps(reducer))
+        copy.store = (tmp_path / checkpoint / "spanning" / "buckets").resolve()
+        return copy
+
     first = job("a")
+    jobs = {"a": first}  # the real queries, each over its copy of the checkpoint
     batches: list = []  # the rows of each file, as the stream's batches hand them to the reducer
     query = (first.rows.writeStream.foreachBatch(lambda batch, _: batches.append(batch.toArrow()))
              .option("checkpointLocation", str(tmp_path / "rows")).trigger(availableNow=True).start())  # fmt: skip
     query.awaitTermination()
     assert len(batches) == 4
+    shape = OutputShape.of(first, "UTC")
+    sequences = {"a": [batches[0], batches[1], batches[3]], "b": [batches[0], batches[2], batches[3]]}
 
-    def reduce(reducer, sequence: list, versions: dict, released: list) -> None:
-        for rows in sequence:
-            reduced = reducer(rows, versions)
+    def on_driver(reducer: BucketReducer, steps: range, sequence: list, versions: dict, released: list,
+                  cached: list) -> dict:  # fmt: skip
+        for step in steps:
+            reduced = reducer(sequence[step], versions)
             versions.update({b: Version(*stats["version"]) for b, stats in reduced.buckets.items()})
             released.append(reduced.windows.to_pandas())
+            cached.append({stats["cached"] for stats in reduced.buckets.values()})
+        return reducer.held
 
-    def every_window(reducer, released: list) -> list:
-        flushed = [state.flush() for _, state in reducer.held.values()]
+    def on_executors(reducer: BucketReducer, steps: range, sequence: list, versions: dict, output: Path, cached: list,
+                     token: str) -> dict:  # fmt: skip
+        """As ``BatchWriter._on_executors`` hands each batch to a task: its parts under ``output``; the states that
+        this worker holds for ``token`` after the last."""
+        held: dict = {}
+        for step in steps:
+            task = GroupTask(pickle.loads(pickle.dumps(reducer)), shape, str(output), step,
+                             {b: tuple(v) for b, v in versions.items()}, token)  # fmt: skip
+            stats = pa.Table.from_batches(list(task(iter(sequence[step].to_batches())))).to_pylist()
+            groups = [s for s in stats if s["group"] >= 0]
+            versions.update({s["group"]: Version(*(s[k] for k in Version._fields)) for s in groups})
+            cached.append({s["cached"] for s in groups})
+            held = task.reducer.held
+        return held
+
+    def every_window(held: dict, released: list, output: Path | None = None) -> list:
+        """The windows released (on the executors: the parts written), then those the held states flush."""
+        if output is not None:
+            released = [pd.read_parquet(p) for p in sorted(output.glob("windows/_tmp-batch=*/*.parquet"))]
+            released = [frame.rename(columns={"cell": key_column(0), **first.aggregates}).assign(
+                window_start=seconds(frame["window_start"]), window_end=seconds(frame["window_end"]))
+                for frame in released]  # fmt: skip
+        flushed = [state.flush() for _, state in held.values()]
         frame = pd.concat([*released, *flushed], ignore_index=True)
-        columns = [key_column(0), "window_start", "window_end", *first.aggregates.values()]
+        columns = [key_column(0), "window_start", "window_end",
+                   *[first.aggregates[n] for n in ("count", "sum_bytes")]]  # fmt: skip
         return sorted(map(tuple, frame[columns].astype(str).values.tolist()))
 
-    sequences = {"a": [batches[0], batches[1], batches[3]], "b": [batches[0], batches[2], batches[3]]}
-    versions = {"a": {}, "b": {}}
-    released: dict = {"a": [], "b": []}
-    reducers = {"a": first.reducer}
-    reduce(reducers["a"], sequences["a"][:1], versions["a"], released["a"])  # the first file, then the copy
-    shutil.copytree(tmp_path / "a" / "spanning" / "buckets", tmp_path / "b" / "spanning" / "buckets")
-    versions["b"], released["b"] = dict(versions["a"]), list(released["a"])
-    reducers["b"] = job("b").reducer
-    for step in (1, 2):  # the same versions, other calls, one copy after the other
-        for name in ("a", "b"):
-            reduce(reducers[name], sequences[name][step:step + 1], versions[name], released[name])
-        assert {b: v.version for b, v in versions["a"].items()} == {b: v.version for b, v in versions["b"].items()}
-    for name in ("a", "b"):  # each against a reducer that ran its calls alone, on a checkpoint of its own
-        alone, alone_versions, alone_released = job(f"alone-{name}").reducer, {}, []
-        reduce(alone, sequences[name], alone_versions, alone_released)
-        assert every_window(reducers[name], released[name]) == every_window(alone, alone_released), name
+    def writer_token(query: StreamQuery) -> str:
+        """The token that a query's ``BatchWriter`` gives its tasks (made with a sink: it runs no Spark action)."""
+        return BatchWriter(query, None, sink=lambda *_: None).token
+
+    def copies(where: str) -> None:
+        checkpoint = {"a": "a", "b": "b"} if where == "driver" else {"a": "executors-a", "b": "executors-b"}
+        reducers = {"a": first.reducer if where == "driver" else shipped(first.reducer, checkpoint["a"])}
+        versions: dict = {"a": {}, "b": {}}
+        released: dict = {"a": [], "b": []}
+        cached: dict = {"a": [], "b": []}
+        held: dict = {}
+        tokens = {"a": writer_token(first)} if where == "executors" else {}
+
+        def reduce(name: str, steps: range) -> None:
+            if where == "driver":
+                held[name] = on_driver(reducers[name], steps, sequences[name], versions[name], released[name],
+                                       cached[name])  # fmt: skip
+            else:
+                held[name] = on_executors(reducers[name], steps, sequences[name], versions[name],
+                                          tmp_path / checkpoint[name] / "out", cached[name], tokens[name])
+
+        reduce("a", range(1))  # the first file, then the copy, its outputs with it
+        for folder in ("spanning", *(["out"] if where == "executors" else [])):
+            shutil.copytree(tmp_path / checkpoint["a"] / folder, tmp_path / checkpoint["b"] / folder,
+                            dirs_exist_ok=True)  # fmt: skip
+        versions["b"], released["b"] = dict(versions["a"]), list(released["a"])
+        if where == "driver":
+            jobs["b"] = job("b")
+            reducers["b"] = jobs["b"].reducer
+        else:
+            tokens["b"] = writer_token(jobs["b"])
+            reducers["b"] = shipped(first.reducer, checkpoint["b"])
+        for step in (1, 2):  # the same versions, other calls, one copy after the other
+            for name in ("a", "b"):
+                reduce(name, range(step, step + 1))
+            assert {b: v.version for b, v in versions["a"].items()} == {b: v.version for b, v in versions["b"].items()}
+        for name in ("a", "b"):  # each against a reducer that ran its calls alone, on a checkpoint of its own
+            alone = shipped(first.reducer, f"{where}-alone-{name}")
+            if where == "driver":
+                alone_released: list = []
+                expected = every_window(on_driver(alone, range(3), sequences[name], {}, alone_released, []),
+                                        alone_released)  # fmt: skip
+                got = every_window(held[name], released[name])
+            else:
+                output = tmp_path / f"{where}-alone-{name}" / "out"
+                expected = every_window(on_executors(alone, range(3), sequences[name], {}, output, [],
+                                                     uuid.uuid4().hex), [], output)  # fmt: skip
+                got = every_window(held[name], [], tmp_path / checkpoint[name] / "out")
+            assert got == expected, f"{where}: copy {name} took a state that was not its own"
+        # and each went on from a state held in memory where it had one (a after each batch, b after its first), so
+        # that a state held for the other copy at the same version was there to be taken
+        assert cached["a"][1:] == [{True}, {True}] and cached["b"] == [{False}, {True}], (where, cached)
+
+    copies("driver")
+    copies("executors")
 
 
 @pytest.mark.parametrize("reduce_on", ["driver", "executors"])
