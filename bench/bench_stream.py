@@ -200,10 +200,14 @@ def report(result: dict) -> dict:
         "collect_seconds_median": _median(b.get("collect_seconds", 0) for b in steady),
         "batch_work_seconds_median": _median(b["seconds"] for b in steady),  # taken, reduced and written
         "compute_seconds_median": _median(b["compute_seconds"] for b in steady),
+        "plan_seconds_median": _median(b["plan_seconds"] for b in steady if "plan_seconds" in b),  # executors
         "write_seconds_median": _median(b["write_seconds"] for b in steady),
         "state_bytes_by_batch": state,
         "state_written_by_batch": [b.get("state_written") for b in batches],
         "held_windows_by_batch": held,
+        # on the executors, the driver's own part of a trigger: all of it but the action whose tasks reduce the batch
+        "driver_seconds_median": _median(t - b["collect_seconds"] for t, b in zip(trigger, steady, strict=True)
+                                         if b.get("reduced_on") == "executors"),
         "held_states": result["summary"].get("held_states"),  # groups whose state a worker held, or read anew
         "late": result["summary"]["late"],
         "rows_dropped_by_spark": result["summary"]["rows_dropped_by_spark"],
