@@ -32,6 +32,13 @@ own Spark session or, with ``--processes``, as a third whole process in the rota
 over the floor.
 ``--keys`` sets the cells: ``cells`` (``--cells`` of them by Zipf-like popularity, the default), ``hot`` (200 cells,
 one with 38% of the calls, as the batch job's benchmark) or ``none`` (those CDRs and a query without a key).
+
+``--master`` runs every side on another master than ``local[2]``, such as ``local-cluster[2,1,2048]`` (not with
+``--floor``). ``--event-log DIR`` has every Spark application of the run write its event log into ``DIR`` (through a
+``spark-defaults.conf`` of its own, which keeps the lines of the user's); the in-process runs then print, per query,
+the driver's share of a batch and the executors' events per core-second (``bench/stream_event_log.py``):
+
+    python bench/bench_stream.py --range 15m --slide 1m --reduce-on executors --buckets 32 --event-log /tmp/ev
 """
 
 from __future__ import annotations
@@ -193,10 +200,14 @@ def report(result: dict) -> dict:
         "collect_seconds_median": _median(b.get("collect_seconds", 0) for b in steady),
         "batch_work_seconds_median": _median(b["seconds"] for b in steady),  # taken, reduced and written
         "compute_seconds_median": _median(b["compute_seconds"] for b in steady),
+        "plan_seconds_median": _median(b["plan_seconds"] for b in steady if "plan_seconds" in b),  # executors
         "write_seconds_median": _median(b["write_seconds"] for b in steady),
         "state_bytes_by_batch": state,
         "state_written_by_batch": [b.get("state_written") for b in batches],
         "held_windows_by_batch": held,
+        # on the executors, the driver's own part of a trigger: all of it but the action whose tasks reduce the batch
+        "driver_seconds_median": _median(t - b["collect_seconds"] for t, b in zip(trigger, steady, strict=True)
+                                         if b.get("reduced_on") == "executors"),
         "held_states": result["summary"].get("held_states"),  # groups whose state a worker held, or read anew
         "late": result["summary"]["late"],
         "rows_dropped_by_spark": result["summary"]["rows_dropped_by_spark"],
@@ -205,7 +216,8 @@ def report(result: dict) -> dict:
 
 
 def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: int, archive: bool,
-              keyed: bool = True, floor: bool = False, reduce_on: str | None = None) -> None:  # fmt: skip
+              keyed: bool = True, floor: bool = False, reduce_on: str | None = None,
+              master: str = "local[2]") -> None:  # fmt: skip
     """``spanning stream`` against ``bench/sql_stream_job.py`` (and, with ``floor``, ``bench/stream_floor_job.py``),
     whole processes, interleaved (the order rotates every round); a Markdown table."""
     from bench_spark_job import HERE, process_env, ratio_spread, spread, timed_command
@@ -221,11 +233,11 @@ def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: i
                           "--slide", str(slide), "--ttp", str(ttp), "--start", "start", "--end", "end",
                           *(["--key", "cell"] if keyed else []),
                           *[x for a in AGGREGATES for x in ("--agg", a)], "--max-files-per-trigger", "1",
-                          "--master", "local[2]", "--output", str(work / "ours"), "--checkpoint",
+                          "--master", master, "--output", str(work / "ours"), "--checkpoint",
                           str(work / "ours-chk"),
                           *([] if reduce_on is None else ["--reduce-on", reduce_on])]}  # fmt: skip
         sides["peer"] = [sys.executable, str(HERE / "sql_stream_job.py"), str(folder), str(work / "peer"), "--range",
-                         str(range_), "--slide", str(slide), "--ttp", str(ttp),
+                         str(range_), "--slide", str(slide), "--ttp", str(ttp), "--master", master,
                          *([] if keyed else ["--no-key"])]  # fmt: skip
         if floor:
             sides["floor"] = [sys.executable, str(HERE / "stream_floor_job.py"), str(folder), str(work / "floor"),
@@ -251,6 +263,20 @@ def processes(folder: Path, work: Path, shapes: list[tuple[int, int]], rounds: i
             counted = json.loads((work / "floor" / "floor.json").read_text())
             print(f"| {shape} | floor (read, validate, count) | {spread(times['floor'])} | | | "
                   f"{counted['rows']:,} rows read | {counted['rejected']:,} rejected |", flush=True)
+
+
+def event_log(folder: Path) -> None:
+    """Every Spark application started from here on (this process's, and the ``--processes`` sides') writes its event
+    log, uncompressed, into ``folder``: ``SPARK_CONF_DIR`` set to a folder of its own whose ``spark-defaults.conf``
+    holds the user's lines and those of the log."""
+    from spark_jobs.sessions.session import spark_defaults
+
+    folder = folder.resolve()
+    conf = folder / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "spark-defaults.conf").write_text(f"{spark_defaults()}\nspark.eventLog.enabled true\n"
+                                              f"spark.eventLog.dir {folder.as_uri()}\nspark.eventLog.compress false\n")
+    os.environ["SPARK_CONF_DIR"] = str(conf)
 
 
 def main() -> int:
@@ -279,7 +305,15 @@ def main() -> int:
     parser.add_argument("--slide", default=QUERY["slide"], help="β of the in-process runs (default 5m)")
     parser.add_argument("--archive", choices=["on", "off"], default="off",
                         help="--processes: the class archive on both sides (default off)")
+    parser.add_argument("--master", default="local[2]",
+                        help="Spark master of every side (default local[2]; e.g. local-cluster[2,1,2048])")
+    parser.add_argument("--event-log", type=Path, default=None,
+                        help="write Spark's event logs into this folder; the in-process runs print what they show")
     args = parser.parse_args()
+    if args.floor and args.master != "local[2]":
+        parser.error("--floor runs on local[2] only")
+    if args.event_log is not None:
+        event_log(args.event_log)
     QUERY.update(range=args.range, slide=args.slide)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="bench-stream-"))
@@ -299,11 +333,12 @@ def main() -> int:
             print(f"whole processes, {args.rounds} interleaved rounds, class archive {args.archive} on both sides, "
                   f"TTP {QUERY['ttp']}, {' + '.join(AGGREGATES)}, one file per trigger, available-now; "
                   f"{os.cpu_count()} cores; ratio = hand-written s / ours s")  # fmt: skip
-            processes(work / "in", work, shapes, args.rounds, args.archive == "on", keyed, args.floor, args.reduce_on)
+            processes(work / "in", work, shapes, args.rounds, args.archive == "on", keyed, args.floor, args.reduce_on,
+                      args.master)  # fmt: skip
             return 0
         from spark_jobs.sessions.session import get_session
 
-        get_session("local[2]", throughput_gc=True)  # the JVM that spanning stream starts
+        get_session(args.master, throughput_gc=True)  # the JVM that spanning stream starts
         ours, peers = [], []
         for round_ in range(args.rounds):
             ours.append(report(run_ours(work / "in", work / f"ours-{round_}", args.buckets, keyed=keyed,
@@ -329,6 +364,14 @@ def main() -> int:
         if peers:
             ratios = [p["wall"] / o["wall_seconds"] for o, p in zip(ours, peers, strict=True)]
             print(f"wall time, peer / ours: {', '.join(f'{r:.2f}' for r in ratios)}")
+        if args.event_log is not None:
+            from pyspark.sql import SparkSession
+            from stream_event_log import batches, summary
+
+            SparkSession.getActiveSession().stop()  # the log complete
+            logged = batches(args.event_log)
+            for query in dict.fromkeys(b["query"] for b in logged):  # each query's batches (a round's)
+                print("event log, query", query, json.dumps(summary([b for b in logged if b["query"] == query])))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

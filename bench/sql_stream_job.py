@@ -1,6 +1,6 @@
 """What a Spark user writes instead of ``spanning stream``: a standalone PySpark streaming script.
 
-    python bench/sql_stream_job.py FOLDER OUTPUT --range 900 --slide 300 --ttp 600
+    python bench/sql_stream_job.py FOLDER OUTPUT --range 900 --slide 300 --ttp 600 [--master local-cluster[2,1,2048]]
 
 Reads the folder's Parquet CDRs one file per trigger (available-now), explodes each call into the windows
 ``[k·slide, k·slide + range)`` it overlaps, and counts them with ``withWatermark`` + ``groupBy(cell, window)``
@@ -51,22 +51,29 @@ def main() -> None:
     parser.add_argument("--slide", type=int, required=True)
     parser.add_argument("--ttp", type=int, required=True)
     parser.add_argument("--no-key", action="store_true", help="windows over all calls, not per cell")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     args = parser.parse_args()
+    import pyspark
+
     from spark_jobs.sessions.session import (
         LOCAL_DIRECT_RESULTS,
         RAW_LOCAL_FILES,
         check_java,
         compiler_options,
+        is_local,
         spark_defaults,
     )
 
-    builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+    os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))  # local-cluster starts executors from it
+    builder = SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
     # as spanning stream's session: local files without checksum files, direct task results, the throughput collector
     # where the environment chooses none (with bench_stream's --archive on, PYSPARK_SUBMIT_ARGS carries it instead)
     collector = compiler_options(check_java(), False, True, os.environ, spark_defaults())
     if collector:
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(collector))
-    spark = builder.config(map={**RAW_LOCAL_FILES, **LOCAL_DIRECT_RESULTS}).getOrCreate()
+    # the direct results on a local master only, as get_session gives them
+    direct = LOCAL_DIRECT_RESULTS if is_local(args.master) else {}
+    spark = builder.config(map={**RAW_LOCAL_FILES, **direct}).getOrCreate()
     # as spanning stream sets them: one state partition per core
     spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     windows = str(Path(args.output) / "windows")

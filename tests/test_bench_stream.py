@@ -52,3 +52,42 @@ def test_the_sustained_rate_counts_the_batches_after_the_second_over_the_time_be
     out = report({"wall": 5.0, "summary": summary, "batches": batches})
     assert out["sustained_events_per_second"] == round(300 / (13.0 - 10.5))  # batches 2-4 after batch 1's record
     assert out["batch_seconds_median"] == 0.75 and out["trigger_seconds_median"] == 0.3  # latency, not the trigger
+
+
+def test_the_event_log_gives_the_driver_the_trigger_less_its_jobs_and_the_tasks_result_bytes(tmp_path):
+    """``bench/stream_event_log.py`` on a made-up log: batch 1 of a query, two jobs (a map stage and a reduce stage)
+    inside a 1.0 s trigger; the driver's share is what the jobs' span (0.7 s) leaves, the results and shuffle bytes
+    are the tasks' sums, a job of no stream is left out, and the control files' rows are not the batch's."""
+    import json
+
+    from stream_event_log import batches, steady, summary
+
+    props = {"streaming.sql.batchId": "1", "sql.streaming.queryId": "q"}
+    task = lambda stage, result, run, shuffle=0: {  # noqa: E731
+        "Event": "SparkListenerTaskEnd", "Stage ID": stage, "Task Metrics": {
+            "Result Size": result, "Executor Run Time": run, "Executor CPU Time": 0,
+            "Shuffle Write Metrics": {"Shuffle Bytes Written": shuffle}}}  # fmt: skip
+    sources = [{"description": "FileStreamSource[file:/in]", "numInputRows": 1000},
+               {"description": "FileStreamSource[file:/chk/spanning/control]", "numInputRows": 4}]  # fmt: skip
+    events = [
+        {"Event": "SparkListenerJobStart", "Job ID": 0, "Submission Time": 0, "Stage IDs": [0], "Properties": {}},
+        task(0, 999_999, 5000), {"Event": "SparkListenerJobEnd", "Job ID": 0, "Completion Time": 10},
+        {"Event": "SparkListenerJobStart", "Job ID": 1, "Submission Time": 1_100, "Stage IDs": [1],
+         "Properties": props},
+        task(1, 2_000, 300, shuffle=50_000), {"Event": "SparkListenerJobEnd", "Job ID": 1, "Completion Time": 1_400},
+        {"Event": "SparkListenerJobStart", "Job ID": 2, "Submission Time": 1_450, "Stage IDs": [2, 3],
+         "Properties": props},
+        task(3, 5_000, 200), task(3, 6_000, 250),
+        {"Event": "SparkListenerJobEnd", "Job ID": 2, "Completion Time": 1_800},
+        {"Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent", "progress": {
+            "id": "q", "batchId": 1, "sources": sources,
+            "durationMs": {"triggerExecution": 1_000, "addBatch": 850, "queryPlanning": 50}}},
+    ]  # fmt: skip
+    log = tmp_path / "events_1_local-1"
+    log.write_text("".join(json.dumps(e) + "\n" for e in events))
+    [batch] = batches(tmp_path)
+    assert batch["rows"] == 1000 and batch["jobs_s"] == 0.7 and round(batch["driver_s"], 3) == 0.3
+    assert batch["result_bytes"] == 13_000 and batch["shuffle_bytes"] == 50_000 and batch["tasks"] == 3
+    assert batch["run_s"] == 0.75 and batch["reduce_run_s"] == 0.45
+    assert round(batch["foreach_batch_driver_s"], 3) == 0.15 and batch["queryPlanning_s"] == 0.05
+    assert steady([batch]) == [] and summary([batch]) == {"batches": 0}  # a query's first batch is its warm-up

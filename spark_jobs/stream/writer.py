@@ -128,6 +128,7 @@ class BatchWriter:
         task = GroupTask(self.job.reducer, self.shape, str(self.output), batch_id,
                          {g: tuple(v) for g, v in before.items()}, self.token, reducing.FAIL_ONCE)  # fmt: skip
         tasks = self.parallelism or batch.sparkSession.sparkContext.defaultParallelism
+        planned = time.perf_counter()
         stats = batch.repartition(tasks, task_of_group(F.col(BUCKET), tasks)).mapInArrow(task, STATS).toArrow()
         reduced = time.perf_counter()
         received = stats.nbytes
@@ -145,7 +146,7 @@ class BatchWriter:
                  **{str(g["group"]): [g[v] for v in version] for g in groups}}  # fmt: skip
         record = {"batch": batch_id, "rows_read": sum(t["accepted"] for t in done) + counts["rejected"], **counts,
                   "max_end": max(ends) if ends else None, "reduced_on": "executors", "tasks": tasks,
-                  "collect_seconds": round(reduced - began, 3),
+                  "collect_seconds": round(reduced - began, 3), "plan_seconds": round(planned - began, 3),
                   "compute_seconds": max((t["seconds"] for t in done), default=0.0),
                   "state_written": sum(g["state_written"] for g in groups),
                   "write_seconds": round(time.perf_counter() - reduced, 3),
