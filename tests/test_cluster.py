@@ -258,7 +258,8 @@ def sample(tmp_path_factory) -> Path:
 
 
 def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_path):
-    """Same windows, late and rejected events as the local engine: the command's python plan, its stream, and
+    """Same windows, late and rejected events as the local engine: the command's python plan, its stream (through
+    the loss of an executor JVM mid-batch, and through a driver's kill -9 mid-batch and a restart), and
     ``spanning.spark.aggregate``'s vector plan over the Parquet row groups and over a frame's rows; the per-event
     engine (SE-ML-Slicing, Plane Sweeping) gives the driver's windows inside an executor's task; and a worker's
     exception is told in one line (its type and message), as in local mode."""
