@@ -572,8 +572,9 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
     assert_equals_batch_job(tmp_path / "out", four_files / "batch")
 
 
-# These two start `spanning stream` as a process of its own, among the suite's slowest tests, so each runs once: the
-# kill -9 on the executors' path, the Ctrl-C on a local master's default (the driver). What they add over the
+# These two start `spanning stream` as a process of its own, among the suite's slowest tests, so each runs once, on a
+# local master's default path (the driver): the executors' path is killed -9, driver and executor, on local-cluster
+# (tests/test_cluster.py). What they add over the
 # in-process tests is the command's stop and the output's orphan folders. A batch run again from the state versions
 # of its first run is checked in process, on both paths, by
 # test_a_batch_run_again_after_a_lost_commit_writes_the_same_bytes (the stream) and by tests/test_bucket_store.py.
@@ -581,7 +582,7 @@ def test_a_failing_batch_then_a_restart_gives_the_uninterrupted_output(spark, fo
 def test_a_killed_process_group_then_a_restart_gives_the_uninterrupted_output(four_files, tmp_path, processor):
     args = [sys.executable, "-m", "spanning.cli", "stream", str(four_files / "in"), "--output", str(tmp_path / "out"),
             "--checkpoint", str(tmp_path / "chk"), *QUERY, "--max-files-per-trigger", "1", "--master", "local[2]",
-            "--drain", "--processor", processor, "--reduce-on", "executors"]  # fmt: skip
+            "--drain", "--processor", processor, "--reduce-on", "auto"]  # fmt: skip
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     child = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
