@@ -58,7 +58,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from spanning.app.stream_command import DEFAULT_BUCKETS  # noqa: E402 - the project's root is on the path above
+from spanning.app.stream_command import DEFAULT_BUCKETS, DEFAULT_KEY_GROUPS  # noqa: E402 - the project's root is on the path above
 
 QUERY = dict(range="15m", slide="5m", ttp="10m")
 AGGREGATES = ["count", "sum:bytes", "max:duration"]  # those of the peer query (bench/sql_stream_job.py)
@@ -110,7 +110,7 @@ def _config(folder: Path, output: Path, aggregates: list[str], partitions: int |
     return stream_config(folder, output, aggregates, query, keyed, partitions)
 
 
-def run_ours(folder: Path, work: Path, buckets: int, partitions: int | None = None, keyed: bool = True,
+def run_ours(folder: Path, work: Path, buckets: int | None, partitions: int | None = None, keyed: bool = True,
              reduce_on: str | None = None) -> dict:  # fmt: skip
     from spanning.app.stream_command import StreamOptions
     from spark_jobs.command import run_stream
@@ -287,7 +287,9 @@ def main() -> int:
     parser.add_argument("--keys", choices=KEY_SHAPES, default="cells",
                         help="cells: --cells cells by Zipf-like popularity (default); hot: 200 cells, one with 38%% "
                         "of the calls; none: the same CDRs, a query without a key")  # fmt: skip
-    parser.add_argument("--buckets", type=int, default=DEFAULT_BUCKETS, help="hash buckets of keys (spanning stream's)")
+    parser.add_argument("--buckets", type=int, default=None,
+                        help="key groups (spanning stream's --buckets; default: the command's for a new checkpoint,"
+                             f" {DEFAULT_KEY_GROUPS} reduced on the executors, {DEFAULT_BUCKETS} on the driver)")
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     parser.add_argument("--reduce-on", choices=["executors", "driver"], default=None,
                         help="where spanning stream reduces each batch (default: the build's own default)")
