@@ -309,7 +309,8 @@ class StreamResult:
         (default: Spark's default parallelism; it may change at any restart). ``"driver"``: the batch's rows taken
         to the driver and reduced there. ``"auto"`` (the default): the driver with a local master (``local``,
         ``local[N]``), the executors otherwise. On the executors, the checkpoint and ``path`` must be folders that
-        the driver and every executor see at the same path (a shared mount on a cluster).
+        the driver and every executor see at the same path (a shared mount on a cluster). A Spark Connect session
+        reduces in the server's Python (``auto`` is ``"driver"`` there) and refuses ``"executors"``.
         """
         if format != "parquet":
             raise UsageError(f"write_stream writes Parquet (format={format!r}): for another sink use foreach_batch")
@@ -417,8 +418,11 @@ class StreamResult:
         from spark_jobs.stream.writer import batch_function
 
         spark, cfg = self._spark, self._cfg
-        ship_engine(spark)
         connect = session_kind.is_connect(spark)
+        if connect and options.reduce_on == "executors":
+            raise UsageError("reduce_on='executors' is not available on a Spark Connect session: its micro-batches"
+                             " are reduced in the server's Python (leave reduce_on out, or give 'driver')")
+        ship_engine(spark)
         # on Connect, the server's Python reduces each batch (stream.remote); elsewhere, auto: where the master's
         # executors are
         options = options.resolved("local" if connect else session_kind.master(spark))

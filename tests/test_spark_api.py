@@ -375,7 +375,7 @@ def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_
 
 
 def test_a_text_stream_without_kinds_from_and_a_spark_frame_given_to_the_pandas_entry_are_told_in_one_line(
-        user_session, tmp_path):  # fmt: skip
+        user_session, tmp_path, monkeypatch):  # fmt: skip
     import spanning
     import spanning.spark
 
@@ -393,6 +393,12 @@ def test_a_text_stream_without_kinds_from_and_a_spark_frame_given_to_the_pandas_
                 method(first, checkpoint=str(tmp_path / "chk"), **extra)
             assert str(told.value).startswith(message) and "\n" not in str(told.value), told.value
     assert not (tmp_path / "chk").exists() and not (tmp_path / "out").exists()
+    from spark_jobs.sessions import session_kind
+
+    with monkeypatch.context() as patched:  # a Connect session's batches run in the server's Python: not executors
+        patched.setattr(session_kind, "is_connect", lambda session: True)
+        with pytest.raises(UsageError, match="^reduce_on='executors' is not available on a Spark Connect session"):
+            result.foreach_batch(print, checkpoint=str(tmp_path / "chk"), reduce_on="executors")
     with pytest.raises(UsageError, match="kinds_from="):
         result.write_stream(str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), trigger="available-now")
     with pytest.raises(UsageError, match="series_start='earliest' needs the whole input"):

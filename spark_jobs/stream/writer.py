@@ -3,8 +3,8 @@
 ``BatchWriter`` is ``foreachBatch``'s function (through ``batch_function``). By default it runs one Spark action per
 batch in which the executors' tasks reduce their key groups and write their windows, late and rejected files
 (``stream.tasks``), then renames the batch's folders to ``kind/batch=N`` and writes the batch's record
-(``stream.batch_records``). With ``--reduce-on driver`` (and for ``foreach_batch``'s sink, and on Spark Connect) the
-batch's rows come to the driver as Arrow and the reducer (``stream.buckets``) runs there, the batches overlapping.
+(``stream.batch_records``). With ``--reduce-on driver`` (``reduce_on="driver"``, and on Spark Connect) the batch's
+rows come to the driver as Arrow and the reducer (``stream.buckets``) runs there, the batches overlapping.
 With ``--idle-flush``, ``IdleFlush`` writes the control file that the next batch hands to every key group.
 
 ``foreach_batch`` on the executors (``handed``): the tasks write the batch's parts into a folder of the checkpoint
