@@ -291,7 +291,8 @@ class StreamResult:
 
     def write_stream(self, path: str, *, checkpoint: str, trigger: str | None = None, format: str = "parquet",  # noqa: A002
                      drain: bool = False, idle_flush: int | str | None = None, max_disorder: int | str = 0,
-                     buckets: int | None = None, partitions: int | None = None) -> Any:  # fmt: skip
+                     buckets: int | None = None, partitions: int | None = None, reduce_on: str = "auto",
+                     parallelism: int | None = None) -> Any:  # fmt: skip
         """Start the query that writes ``windows/``, ``late/`` and ``rejected/`` (``batch=N`` folders of Parquet)
         and ``summary.json`` under ``path``, each batch exactly once; returns the ``StreamingQuery``.
 
@@ -301,10 +302,19 @@ class StreamResult:
         in a second round whose query is returned. ``idle_flush``, ``max_disorder``, ``buckets``: as ``spanning
         stream``'s options; ``partitions``: spread each batch's rows over that many tasks before they are validated
         (default: none, the tasks that read them validate them).
+
+        ``reduce_on`` and ``parallelism``: ``spanning stream``'s ``--reduce-on`` and ``--parallelism``.
+        ``"executors"``: each micro-batch reduced in the executors' tasks, by key group, each task writing its own
+        part of the outputs (the driver receives a stats row per group, not the rows); ``parallelism`` of them
+        (default: Spark's default parallelism; it may change at any restart). ``"driver"``: the batch's rows taken
+        to the driver and reduced there. ``"auto"`` (the default): the driver with a local master (``local``,
+        ``local[N]``), the executors otherwise. On the executors, the checkpoint and ``path`` must be folders that
+        the driver and every executor see at the same path (a shared mount on a cluster). A Spark Connect session
+        reduces in the server's Python (``auto`` is ``"driver"`` there) and refuses ``"executors"``.
         """
         if format != "parquet":
             raise UsageError(f"write_stream writes Parquet (format={format!r}): for another sink use foreach_batch")
-        options = self._options(checkpoint, trigger, drain, idle_flush, max_disorder, buckets)
+        options = self._options(checkpoint, trigger, drain, idle_flush, max_disorder, buckets, reduce_on, parallelism)
         cfg = replace(self._cfg, output=OutputOptions(str(path)))
         stream_output(cfg, options, create=False)  # a harmful path fails before the stream is built
         return self._start(options, partitions, lambda job: self._writer(job, stream_output(cfg, options)),
@@ -312,17 +322,28 @@ class StreamResult:
 
     def foreach_batch(self, fn: Callable[[DataFrame, DataFrame, DataFrame, int], None], *, checkpoint: str,
                       trigger: str | None = None, drain: bool = False, idle_flush: int | str | None = None,
-                      max_disorder: int | str = 0, buckets: int | None = None,
-                      partitions: int | None = None) -> Any:  # fmt: skip
+                      max_disorder: int | str = 0, buckets: int | None = None, partitions: int | None = None,
+                      reduce_on: str = "auto", parallelism: int | None = None) -> Any:  # fmt: skip
         """Start the query that calls ``fn(windows, late, rejected, batch_id)`` for each micro-batch, with the
         three outputs of ``write_stream`` as DataFrames; returns the ``StreamingQuery``. A batch run again after a
         failure calls ``fn`` again with the same rows and id (make the sink's write idempotent by ``batch_id``,
         as ``write_stream`` does). The other parameters are ``write_stream``'s.
 
+        Where the batch is reduced (``reduce_on``, ``parallelism``: as ``write_stream``'s):
+
+        * on the driver, the batch's rows come to the driver as Arrow, and ``fn``'s DataFrames are made from the
+          reduced tables there;
+        * on the executors, the tasks write the batch's windows, late and rejected rows as Parquet into the
+          checkpoint (``spanning/foreach_batch/<kind>/batch=N``), and ``fn``'s DataFrames read those files: the
+          driver never holds the rows. The checkpoint must be a folder that the driver and every executor see at
+          the same path (a shared mount on a cluster), as for ``write_stream`` there. The files are removed once
+          ``fn`` has returned: use the DataFrames within ``fn`` (write them, or collect what you keep). The columns,
+          their order and types are those of the driver's path.
+
         On a Spark Connect session ``fn`` runs in the server's Python, as Spark's own ``foreachBatch`` does there:
         it must be picklable (cloudpickle: a function of your script or notebook, holding no session, lock or open
         file), and its DataFrames are the batch's session's (``windows.sparkSession``)."""
-        options = self._options(checkpoint, trigger, drain, idle_flush, max_disorder, buckets)
+        options = self._options(checkpoint, trigger, drain, idle_flush, max_disorder, buckets, reduce_on, parallelism)
         renames = self._renames
 
         def sink(tables: dict, batch_id: int) -> None:
@@ -332,12 +353,19 @@ class StreamResult:
                       for kind in ("windows", "late", "rejected")]  # fmt: skip
             fn(*frames, batch_id)
 
-        return self._start(options, partitions, lambda job: self._batch_writer(job, None, sink),
-                           lambda job: {"fn": fn, "renames": renames})
+        def make_writer(job: Any) -> Any:
+            if job.options.reduce_on != "executors":
+                return self._batch_writer(job, None, sink)
+            return self._handing_writer(job, fn)
+
+        return self._start(options, partitions, make_writer, lambda job: {"fn": fn, "renames": renames})
 
     def _options(self, checkpoint: str, trigger: str | None, drain: bool, idle_flush: Any, max_disorder: Any,
-                 buckets: int | None) -> StreamOptions:  # fmt: skip
+                 buckets: int | None, reduce_on: str = "auto", parallelism: int | None = None) -> StreamOptions:
+        """The stream's options, checked as ``spanning stream`` checks its own (``StreamOptions``)."""
         unit = self._cfg.events.time_unit
+        if parallelism is not None and (isinstance(parallelism, bool) or not isinstance(parallelism, int)):
+            raise UsageError(f"parallelism= takes a number of tasks, not {type(parallelism).__name__}")
         if "://" in str(checkpoint) and not str(checkpoint).startswith("file:"):
             raise UsageError(f"checkpoint={checkpoint!r}: give a folder of the driver's file system (the stream keeps"
                              " its control files and column kinds there with Spark's offsets and state)")  # fmt: skip
@@ -347,7 +375,8 @@ class StreamResult:
             raise UsageError("drain=True ends an available-now stream: give trigger='available-now'")
         return StreamOptions(str(checkpoint), trigger, None,
                              None if idle_flush is None else parse_duration(idle_flush, unit),
-                             parse_duration(max_disorder, unit), buckets, drain)  # fmt: skip
+                             parse_duration(max_disorder, unit), buckets, drain, reduce_on=reduce_on,
+                             parallelism=parallelism)  # fmt: skip
 
     def _batch_writer(self, job: Any, output: Path | None, sink: Callable | None = None) -> Any:
         """Each batch's writer: into ``output`` (reduced and written by the executors' tasks, the windows' columns
@@ -356,7 +385,22 @@ class StreamResult:
 
         return BatchWriter(job, output, lambda line: log.info("%s", line), sink,
                            renames=self._renames if sink is None else None,
-                           executors=job.options.reduce_on == "executors")  # fmt: skip
+                           executors=job.options.reduce_on == "executors", parallelism=job.options.parallelism)
+
+    def _handing_writer(self, job: Any, fn: Callable[[DataFrame, DataFrame, DataFrame, int], None]) -> Any:
+        """``foreach_batch``'s writer on the executors: the tasks write each batch's outputs into the checkpoint
+        (``HANDED_FOLDER``), and ``fn`` is given DataFrames that read them, in the caller's session."""
+        from spark_jobs.stream.outputs import KINDS
+        from spark_jobs.stream.writer import HANDED_FOLDER, BatchWriter
+
+        spark = self._spark
+
+        def hand(folder: Path, batch_id: int) -> None:
+            fn(*[spark.read.parquet(str(folder / kind / f"batch={batch_id}")) for kind in KINDS], batch_id)
+
+        return BatchWriter(job, Path(job.options.checkpoint) / "spanning" / HANDED_FOLDER,
+                           lambda line: log.info("%s", line), renames=self._renames, executors=True,
+                           parallelism=job.options.parallelism, handed=hand)  # fmt: skip
 
     def _writer(self, job: Any, output: Path) -> Any:
         """``spanning stream``'s writer into ``output``."""
@@ -374,8 +418,11 @@ class StreamResult:
         from spark_jobs.stream.writer import batch_function
 
         spark, cfg = self._spark, self._cfg
-        ship_engine(spark)
         connect = session_kind.is_connect(spark)
+        if connect and options.reduce_on == "executors":
+            raise UsageError("reduce_on='executors' is not available on a Spark Connect session: its micro-batches"
+                             " are reduced in the server's Python (leave reduce_on out, or give 'driver')")
+        ship_engine(spark)
         # on Connect, the server's Python reduces each batch (stream.remote); elsewhere, auto: where the master's
         # executors are
         options = options.resolved("local" if connect else session_kind.master(spark))

@@ -29,6 +29,9 @@ ARROW = ("spark.sql.execution.arrow.pyspark.enabled", "spark.sql.execution.arrow
 RANGE, SLIDE, TTP = 900, 300, 1800
 AGGS = {"n": "count", "bytes": "sum:bytes", "longest": "max:bytes"}
 CELLS = ["a", "b", "c", "d"]
+BATCHES_OF_EVERYTHING = {0: (73, 6, 1), 1: (35, 0, 0)}  # foreach_batch over all the calls: the rows of each batch
+CALL_TYPES = (("call_id", "string"), ("cell", "string"), ("start", "timestamp"), ("end", "timestamp"),
+              ("bytes", "bigint"))  # the streamed calls' columns (stream_halves), as late and rejected rows carry them
 BASE = int(datetime(2024, 6, 3, 8, tzinfo=ZoneInfo(ZONE)).timestamp())  # far from a change of summer time
 
 
@@ -280,8 +283,15 @@ def stream_halves(spark, frame: pd.DataFrame, folder: Path) -> tuple[Path, Path,
     return landing, everything, spark.read.parquet(str(everything)).schema
 
 
+@pytest.mark.parametrize("reduce_on", ["driver", "executors"])
 def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_batch_gets_the_same_rows(
-        user_session, tmp_path):  # fmt: skip
+        user_session, tmp_path, reduce_on):  # fmt: skip
+    """On either path (``reduce_on``; the executors' tasks on local[2] too): ``write_stream``'s files and
+    ``foreach_batch``'s frames hold the batch call's windows (the oracle's), late and rejected rows, with the same
+    columns and types, in the same batches; the batches' records say where each was reduced."""
+    import json
+    from urllib.parse import urlparse
+
     import spanning.spark
 
     spark = user_session
@@ -290,12 +300,13 @@ def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_
 
     stream = spanning.spark.aggregate(spark.readStream.schema(schema).parquet(str(landing)), **query)
     shutil.copy(everything / "part-0.parquet", landing)
-    first = stream.write_stream(str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), trigger="available-now")
+    first = stream.write_stream(str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), trigger="available-now",
+                                reduce_on=reduce_on)  # fmt: skip
     first.awaitTermination()
     assert len(read_output(tmp_path / "out" / "windows" / "batch=0")) > 0  # round 1 released windows already
     shutil.copy(everything / "part-1.parquet", landing)
     second = stream.write_stream(str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), trigger="available-now",
-                                 drain=True)  # fmt: skip
+                                 drain=True, reduce_on=reduce_on, parallelism=3)  # fmt: skip
     second.awaitTermination()
     assert first.exception() is None and second.exception() is None
     assert {n: spark.conf.get(n) for n in USER_SETTINGS} == USER_SETTINGS
@@ -311,27 +322,60 @@ def test_a_stream_in_two_available_now_rounds_equals_one_batch_call_and_foreach_
     assert rows_by_id(rejected, "reason") == rows_by_id(batch.rejected.toPandas(), "reason") == {
         "c003": "end is before start"}  # fmt: skip
 
-    received = {"windows": [], "late": [], "rejected": []}
+    received, failed, types, files = {}, [], set(), set()  # received: batch -> kind -> rows
 
     def sink(windows, late, rejected, batch_id):
+        given = {}
         for name, rows in (("windows", windows), ("late", late), ("rejected", rejected)):
-            received[name].append(seconds_of(rows) if name == "windows" else rows.toPandas())
+            types.add((name, tuple(rows.dtypes)))
+            files.update(Path(urlparse(f).path).parents[2] for f in rows.inputFiles())
+            given[name] = seconds_of(rows) if name == "windows" else rows.toPandas()
+        if not failed:  # the sink fails once, at its first batch: a restart runs that batch again
+            failed.append((batch_id, given))
+            raise RuntimeError("the sink failed")
+        received[batch_id] = given
 
     again = spanning.spark.aggregate(spark.readStream.schema(schema).parquet(str(everything)), **query)
-    done = again.foreach_batch(sink, checkpoint=str(tmp_path / "chk2"), trigger="available-now", drain=True)
+    start = {"checkpoint": str(tmp_path / "chk2"), "trigger": "available-now", "drain": True, "reduce_on": reduce_on}
+    with pytest.raises(Exception, match="the sink failed"):  # Spark's StreamingQueryException, with the sink's error
+        again.foreach_batch(sink, **start)
+    assert failed and not received
+    done = again.foreach_batch(sink, **start)
     done.awaitTermination()
     assert done.exception() is None
     from pyspark.sql import SparkSession
 
     assert SparkSession.getActiveSession()._jsparkSession.equals(spark._jsparkSession)  # not the query's copy
-    got = pd.concat(received["windows"])
+    got = pd.concat([given["windows"] for given in received.values()])
     assert_frames_match(got, expected, ["cell"])
-    assert rows_by_id(pd.concat(received["late"]), "windows_missed") == rows_by_id(late, "windows_missed")
-    assert rows_by_id(pd.concat(received["rejected"]), "reason") == rows_by_id(rejected, "reason")
+    assert rows_by_id(pd.concat([g["late"] for g in received.values()]), "windows_missed") == rows_by_id(
+        late, "windows_missed")  # fmt: skip
+    assert rows_by_id(pd.concat([g["rejected"] for g in received.values()]), "reason") == rows_by_id(rejected, "reason")
+    # the same batches on both paths (all the rows in batch 0, the open windows drained in batch 1), the same types
+    counts = {batch: tuple(len(given[kind]) for kind in ("windows", "late", "rejected"))
+              for batch, given in sorted(received.items())}  # fmt: skip
+    assert counts == BATCHES_OF_EVERYTHING, counts
+    # the failed batch run again: fn called again with the same id and rows
+    batch_id, first_run = failed[0]
+    assert batch_id == 0 and all(sorted(map(str, first_run[kind].values.tolist())) == sorted(
+        map(str, received[0][kind].values.tolist())) for kind in first_run)  # fmt: skip
+    stamp = "timestamp"
+    assert types == {("windows", (("cell", "string"), ("window_start", stamp), ("window_end", stamp), ("n", "bigint"),
+                                  ("bytes", "bigint"), ("longest", "bigint"))),
+                     ("late", tuple(CALL_TYPES) + (("windows_missed", "bigint"),)),
+                     ("rejected", tuple(CALL_TYPES) + (("reason", "string"),))}, types  # fmt: skip
+    records = [json.loads(p.read_text()) for chk in ("chk", "chk2")
+               for p in (tmp_path / chk / "spanning" / "batches").glob("*.json")]  # fmt: skip
+    assert len(records) == 5 and {r["reduced_on"] for r in records} == {reduce_on}
+    assert {r.get("tasks") for r in records} == ({None} if reduce_on == "driver" else {2, 3})
+    handed = tmp_path / "chk2" / "spanning" / "foreach_batch"
+    # on the executors, fn's frames read the tasks' files in the checkpoint, removed once fn has returned
+    assert files == (set() if reduce_on == "driver" else {handed})
+    assert not list(handed.glob("*/*"))
 
 
 def test_a_text_stream_without_kinds_from_and_a_spark_frame_given_to_the_pandas_entry_are_told_in_one_line(
-        user_session, tmp_path):  # fmt: skip
+        user_session, tmp_path, monkeypatch):  # fmt: skip
     import spanning
     import spanning.spark
 
@@ -340,6 +384,21 @@ def test_a_text_stream_without_kinds_from_and_a_spark_frame_given_to_the_pandas_
     text_frame(calls()).to_csv(folder / "a.csv", index=False)
     stream = user_session.readStream.schema("call_id string, cell string, start string, end string, bytes string")
     result = spanning.spark.aggregate(stream.option("header", True).csv(str(folder)), range=RANGE, slide=SLIDE)
+    wrong = [({"reduce_on": "cluster"}, "bad --reduce-on 'cluster': give auto or executors or driver"),
+             ({"reduce_on": None}, "bad --reduce-on None"), ({"parallelism": 0}, "--parallelism must be at least 1"),
+             ({"parallelism": "4"}, "parallelism= takes a number of tasks, not str")]  # fmt: skip
+    for extra, message in wrong:  # told in one line, as the command tells --reduce-on and --parallelism
+        for method, first in ((result.write_stream, str(tmp_path / "out")), (result.foreach_batch, print)):
+            with pytest.raises(UsageError) as told:
+                method(first, checkpoint=str(tmp_path / "chk"), **extra)
+            assert str(told.value).startswith(message) and "\n" not in str(told.value), told.value
+    assert not (tmp_path / "chk").exists() and not (tmp_path / "out").exists()
+    from spark_jobs.sessions import session_kind
+
+    with monkeypatch.context() as patched:  # a Connect session's batches run in the server's Python: not executors
+        patched.setattr(session_kind, "is_connect", lambda session: True)
+        with pytest.raises(UsageError, match="^reduce_on='executors' is not available on a Spark Connect session"):
+            result.foreach_batch(print, checkpoint=str(tmp_path / "chk"), reduce_on="executors")
     with pytest.raises(UsageError, match="kinds_from="):
         result.write_stream(str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), trigger="available-now")
     with pytest.raises(UsageError, match="series_start='earliest' needs the whole input"):

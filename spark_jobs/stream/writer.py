@@ -3,9 +3,13 @@
 ``BatchWriter`` is ``foreachBatch``'s function (through ``batch_function``). By default it runs one Spark action per
 batch in which the executors' tasks reduce their key groups and write their windows, late and rejected files
 (``stream.tasks``), then renames the batch's folders to ``kind/batch=N`` and writes the batch's record
-(``stream.batch_records``). With ``--reduce-on driver`` (and for ``foreach_batch``'s sink, and on Spark Connect) the
-batch's rows come to the driver as Arrow and the reducer (``stream.buckets``) runs there, the batches overlapping.
+(``stream.batch_records``). With ``--reduce-on driver`` (``reduce_on="driver"``, and on Spark Connect) the batch's
+rows come to the driver as Arrow and the reducer (``stream.buckets``) runs there, the batches overlapping.
 With ``--idle-flush``, ``IdleFlush`` writes the control file that the next batch hands to every key group.
+
+``foreach_batch`` on the executors (``handed``): the tasks write the batch's parts into a folder of the checkpoint
+(``HANDED_FOLDER``) as for ``write_stream``; the driver renames them, hands the batch's folders to the caller's
+function (which reads them as DataFrames), writes the batch's record, then removes them.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from spark_jobs.stream import buckets as reducing
 from spark_jobs.stream.batch_records import BatchRecords, save_json
 from spark_jobs.stream.bucket_store import Version, write_whole
 from spark_jobs.stream.buckets import BUCKET, CONTROL, FLUSH
-from spark_jobs.stream.outputs import OutputShape, clear, publish, write_part
+from spark_jobs.stream.outputs import KINDS, OutputShape, clear, publish, write_part
 from spark_jobs.stream.query import StreamQuery, control_file
 from spark_jobs.stream.tasks import STATS, GroupTask, task_of_group
 
@@ -36,6 +40,9 @@ TRIGGERS_KEPT = 1000  # summary.json's trigger_seconds: the last this many batch
 
 
 PENDING_FOLDER = "pending"  # in checkpoint/spanning/: the rows of batches Spark committed, until they are written
+#: in checkpoint/spanning/: ``foreach_batch``'s batch on the executors, as ``kind/batch=N`` folders of Parquet, from
+#: its tasks' writes until the caller's function has returned (one batch at a time)
+HANDED_FOLDER = "foreach_batch"
 
 
 class BatchWriter:
@@ -49,13 +56,17 @@ class BatchWriter:
     def __init__(self, job: StreamQuery, output: Path | None, progress: Any = print,
                  sink: Callable[[dict, int], None] | None = None, overlap: bool = False,
                  zone: str | None = None, renames: dict[str, str] | None = None, executors: bool = False,
-                 parallelism: int | None = None) -> None:  # fmt: skip
+                 parallelism: int | None = None,
+                 handed: Callable[[Path, int], None] | None = None) -> None:  # fmt: skip
         """``output``: the folder of windows/, late/, rejected/ and summary.json; or None with ``sink``, which is
         given each batch's three outputs as Arrow tables (name -> table) and its id, and writes them. ``zone``: the
         query's session time zone, when ``job`` has no DataFrame to read it from (``stream.remote``); ``renames``:
         the windows' columns as the caller named them. ``executors``: each batch reduced and written in the
         executors' tasks (``stream.tasks``, into ``output``; not with ``sink``), ``parallelism`` of them (default:
-        Spark's default parallelism); otherwise on the driver (``overlap`` applies there only)."""
+        Spark's default parallelism); otherwise on the driver (``overlap`` applies there only). ``handed`` (with
+        ``executors``; ``output`` then a folder of the checkpoint, ``HANDED_FOLDER``, and no summary written): given
+        that folder and each batch's id once the batch's ``kind/batch=N`` folders are there (each kind's, one with
+        no rows as an empty file), before the batch's record; the folders are removed once it returns."""
         self.job, self.output, self.progress = job, output, progress
         self.sink = sink if sink is not None else self._write_files
         # the session's time zone, which the batches' sessions (Spark's copies) keep: the windows' bounds are in it
@@ -63,12 +74,16 @@ class BatchWriter:
         self.shape = OutputShape.of(job, self.zone, renames)
         self.executors = executors and sink is None and output is not None
         self.parallelism = parallelism
+        self.handed = handed if self.executors else None
+        self._empty: dict | None = None  # the three outputs with no rows (``handed``), made at the first need
         self.token = uuid.uuid4().hex  # this query's: the executors' workers hold its states apart (stream.tasks)
         self.held = {"hits": 0, "misses": 0}  # this run's groups whose state was held, and those read from files
         if self.executors:
             overlap = False  # the action reduces and writes the batch: there is nothing left to overlap
         for orphan in [] if output is None else output.glob("*/_tmp-batch=*"):  # a batch killed while writing:
             shutil.rmtree(orphan, ignore_errors=True)  # it runs again from the checkpoint
+        if self.handed is not None:  # batches handed before (a batch not committed runs again, and writes anew)
+            self._let_go(None)
         self.lock = threading.Lock()
         # read once: the batches of earlier runs (a batch run again replaces its record), the oldest folded
         self.records = BatchRecords(Path(job.options.checkpoint) / "spanning")
@@ -134,6 +149,8 @@ class BatchWriter:
         received = stats.nbytes
         stats = stats.to_pylist()
         publish(self.output, batch_id)
+        if self.handed is not None:
+            self._hand(batch, batch_id)
         groups = [s for s in stats if s["group"] >= 0]
         done = [s for s in stats if s["group"] < 0]
         counts = {kind: sum(t[kind] for t in done) for kind in ("windows", "late", "rejected")}
@@ -155,6 +172,26 @@ class BatchWriter:
                   "versions": after, "held": held, "stats_rows": len(stats), "stats_bytes": received,
                   "seconds": round(time.perf_counter() - began, 3), "done_at": round(time.time(), 3)}  # fmt: skip
         self._recorded(record)
+        if self.handed is not None:
+            self._let_go(batch_id)
+
+    def _hand(self, batch: DataFrame, batch_id: int) -> None:
+        """A batch's folders handed over (``handed``): a kind with no rows gets an empty file of its columns, so that
+        each folder reads as a DataFrame of the same columns and types as one with rows."""
+        missing = [kind for kind in KINDS if not (self.output / kind / f"batch={batch_id}").exists()]
+        if missing:
+            if self._empty is None:  # the batch's columns with no row: no row is read (Spark plans an empty relation)
+                self._empty = self.shape.tables(self.job.reducer(batch.limit(0).toArrow(), {}, workers=1))
+            for kind in missing:
+                write_part(self.output, kind, batch_id, "part-empty.parquet", self._empty[kind])
+            publish(self.output, batch_id)
+        self.handed(self.output, batch_id)
+
+    def _let_go(self, batch_id: int | None) -> None:
+        """The handed folders of ``batch_id`` removed (None: of every batch)."""
+        for kind in KINDS:
+            for folder in (self.output / kind).glob("batch=*" if batch_id is None else f"batch={batch_id}"):
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _finish(self, rows: Any, batch_id: int, collected: float) -> None:
         """A batch's rows, taken to the driver in ``collected`` seconds, reduced and written, then its record."""
@@ -292,7 +329,7 @@ class BatchWriter:
                 "checkpoint": str(Path(self.job.options.checkpoint).resolve()),
                 **(extra or {}),
             }  # fmt: skip
-            if self.output is not None:
+            if self.output is not None and self.handed is None:
                 save_json(self.output / "summary.json", summary)
             return summary
 
