@@ -349,8 +349,7 @@ class StreamResult:
         def sink(tables: dict, batch_id: int) -> None:
             # in the caller's session: createDataFrame makes its session the active one, and the batch's is the
             # query's copy (a later SparkSession.getActiveSession() would find that, with the query's settings)
-            frames = [self._spark.createDataFrame(_renamed(tables[kind], renames if kind == "windows" else {}))
-                      for kind in ("windows", "late", "rejected")]  # fmt: skip
+            frames = [self._spark.createDataFrame(tables[kind]) for kind in ("windows", "late", "rejected")]
             fn(*frames, batch_id)
 
         def make_writer(job: Any) -> Any:
@@ -379,12 +378,12 @@ class StreamResult:
                              parallelism=parallelism)  # fmt: skip
 
     def _batch_writer(self, job: Any, output: Path | None, sink: Callable | None = None) -> Any:
-        """Each batch's writer: into ``output`` (reduced and written by the executors' tasks, the windows' columns
-        renamed as the caller named them), or handed to ``sink`` as Arrow tables (reduced on the driver)."""
+        """Each batch's writer: into ``output`` (reduced and written by the executors' tasks), or handed to ``sink`` as
+        Arrow tables (reduced on the driver); either way the windows' columns as the caller named them."""
         from spark_jobs.stream.writer import BatchWriter  # a batch DataFrame loads no module of the stream
 
         return BatchWriter(job, output, lambda line: log.info("%s", line), sink,
-                           renames=self._renames if sink is None else None,
+                           renames=self._renames,
                            executors=job.options.reduce_on == "executors", parallelism=job.options.parallelism)
 
     def _handing_writer(self, job: Any, fn: Callable[[DataFrame, DataFrame, DataFrame, int], None]) -> Any:
@@ -467,12 +466,6 @@ def _unpersist(frames: tuple) -> None:
         except Exception:  # noqa: BLE001 - the session is gone: so is its cache
             pass
 
-
-def _renamed(table: Any, renames: dict[str, str]) -> Any:
-    """An Arrow table with its columns renamed (``renames``: old -> new)."""
-    from spark_jobs.stream.writer import renamed as renamed_table  # a batch DataFrame loads no module of the stream
-
-    return renamed_table(table, renames)
 
 
 def _server_function(job: Any, parameters: dict) -> Callable[[Any, int], None]:

@@ -53,6 +53,11 @@ DEFAULT_KEY_GROUPS = 32
 JOB_FILE = "job.json"  # in CHECKPOINT/spanning/: what the checkpoint was made for (spark_jobs.stream.query)
 
 
+def new_checkpoint_buckets(reduce_on: str) -> int:
+    """``--buckets``'s default for a new checkpoint reduced ``reduce_on`` ("auto", not yet resolved: the driver's)."""
+    return DEFAULT_KEY_GROUPS if reduce_on == "executors" else DEFAULT_BUCKETS
+
+
 def recorded_buckets(checkpoint: str) -> int | None:
     """The bucket count a checkpoint was made with (its ``JOB_FILE``), or None for a new or unreadable one."""
     try:
@@ -90,8 +95,7 @@ class StreamOptions:
         if self.buckets is None:  # the count the checkpoint was made with: a restart needs no --buckets
             recorded = recorded_buckets(self.checkpoint)
             object.__setattr__(self, "default_buckets", recorded is None)
-            object.__setattr__(self, "buckets", recorded or (DEFAULT_KEY_GROUPS if self.reduce_on == "executors"
-                                                             else DEFAULT_BUCKETS))  # fmt: skip
+            object.__setattr__(self, "buckets", recorded or new_checkpoint_buckets(self.reduce_on))
         if self.buckets < 1:
             raise UsageError("--buckets must be at least 1")
         if self.max_disorder < 0 or (self.idle_flush is not None and self.idle_flush < 0):
@@ -113,7 +117,7 @@ class StreamOptions:
         where = self.reduce_on
         if where == "auto":
             where = "driver" if master == "local" or master.startswith("local[") else "executors"
-        buckets = DEFAULT_KEY_GROUPS if self.default_buckets and where == "executors" else self.buckets
+        buckets = new_checkpoint_buckets(where) if self.default_buckets else self.buckets
         return replace(self, reduce_on=where, buckets=buckets)
 
     @property

@@ -62,26 +62,20 @@ class StreamOnServer:
 
     def start(self) -> Callable[[Any, int], None]:
         """The query's ``foreachBatch`` function, with its writer (built from the checkpoint's records)."""
-        from spark_jobs.stream.writer import BatchWriter, batch_function, renamed
+        from spark_jobs.stream.writer import BatchWriter, batch_function
 
         session: list = [None]  # the session of the batch being written: its DataFrames are given to ``fn``
-        renames = self.renames
-
         def sink(tables: dict, batch_id: int) -> None:
             from pyspark.sql.pandas.types import from_arrow_schema
 
-            tables = {kind: renamed(table, renames if kind == "windows" else {}) for kind, table in tables.items()}
             # with their schema: a Connect session cannot infer one from a table with no rows
             frames = [session[0].createDataFrame(tables[kind], schema=from_arrow_schema(tables[kind].schema))
                       for kind in ("windows", "late", "rejected")]  # fmt: skip
             self.fn(*frames, batch_id)
 
         output = None if self.output is None else Path(self.output)
-        writer = BatchWriter(self.job, output, _progress, None if self.fn is None else sink, zone=self.zone)
-        if self.fn is None and renames:
-            write_files = writer._write_files
-            writer.sink = lambda tables, batch_id: write_files(
-                {**tables, "windows": renamed(tables["windows"], renames)}, batch_id)
+        writer = BatchWriter(self.job, output, _progress, None if self.fn is None else sink, zone=self.zone,
+                             renames=self.renames)  # fmt: skip
         each_batch = batch_function(self.job, writer)
 
         def run(batch: Any, batch_id: int) -> None:

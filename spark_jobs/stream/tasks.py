@@ -134,8 +134,7 @@ class GroupTask:
         for kind, table in tables.items():
             if table.num_rows:
                 write_part(Path(self.output), kind, self.batch_id, f"part-{partition:05d}.parquet", table)
-        stats = [{"group": group, **dict(zip(("version", "snapshot", "delta_bytes", "snapshot_bytes"), s["version"],
-                                             strict=True)),
+        stats = [{"group": group, **dict(zip(Version._fields, s["version"], strict=True)),
                   **{k: s[k] for k in ("accepted", "max_end", "keys", "held_windows", "state_bytes", "state_written",
                                        "cached")}}
                  for group, s in reduced.buckets.items()]  # fmt: skip

@@ -155,12 +155,9 @@ class BatchWriter:
         done = [s for s in stats if s["group"] < 0]
         counts = {kind: sum(t[kind] for t in done) for kind in ("windows", "late", "rejected")}
         ends = [g["max_end"] for g in groups if g["max_end"] is not None]
-        held = {"hits": sum(g["cached"] is True for g in groups), "misses": sum(g["cached"] is False for g in groups)}
-        for name, n in held.items():
-            self.held[name] += n
-        version = ("version", "snapshot", "delta_bytes", "snapshot_bytes")
+        held = self._tally_held(groups)
         after = {**{str(b): list(v) for b, v in before.items()},
-                 **{str(g["group"]): [g[v] for v in version] for g in groups}}  # fmt: skip
+                 **{str(g["group"]): [g[v] for v in Version._fields] for g in groups}}  # fmt: skip
         record = {"batch": batch_id, "rows_read": sum(t["accepted"] for t in done) + counts["rejected"], **counts,
                   "max_end": max(ends) if ends else None, "reduced_on": "executors", "tasks": tasks,
                   "collect_seconds": round(reduced - began, 3), "plan_seconds": round(planned - began, 3),
@@ -253,10 +250,7 @@ class BatchWriter:
         counts = {kind: rows.num_rows for kind, rows in tables.items()}
         self.sink(tables, batch_id)
         stats = reduced.buckets
-        held = {"hits": sum(b["cached"] is True for b in stats.values()),
-                "misses": sum(b["cached"] is False for b in stats.values())}  # fmt: skip
-        for name, n in held.items():
-            self.held[name] += n
+        held = self._tally_held(stats.values())
         ends = [b["max_end"] for b in stats.values() if b["max_end"] is not None]
         # every bucket's state version after this batch: those it left alone carried over
         after = {**{str(b): list(v) for b, v in before.items()}, **{str(b): s["version"] for b, s in stats.items()}}
@@ -267,6 +261,14 @@ class BatchWriter:
                 "buckets": {str(b): {k: v[k] for k in ("keys", "held_windows", "state_bytes", "state_written")}
                             for b, v in stats.items()},
                 "versions": after, "reduced_on": "driver", "held": held}  # fmt: skip
+
+    def _tally_held(self, groups: Any) -> dict[str, int]:
+        """A batch's groups whose state was held (``cached``) and those read from files, added to this run's."""
+        cached = [g["cached"] for g in groups]
+        held = {"hits": sum(c is True for c in cached), "misses": sum(c is False for c in cached)}
+        for name, n in held.items():
+            self.held[name] += n
+        return held
 
     def versions_before(self, batch_id: int) -> dict[int, Version]:
         """Each bucket's state version as the last batch before ``batch_id`` left it (a batch that Spark runs again
@@ -356,11 +358,6 @@ class IdleFlush:
         control_file(self.folder, f"advance-{batch_id:08d}.json",
                       [{BUCKET: b, CONTROL: clock, FLUSH: False} for b in range(options.buckets)])  # fmt: skip
         self.last = clock
-
-
-def renamed(table: Any, renames: dict[str, str]) -> Any:
-    """An Arrow table with its columns renamed (``renames``: old -> new)."""
-    return table.rename_columns([renames.get(name, name) for name in table.column_names]) if renames else table
 
 
 def batch_function(job: StreamQuery, writer: BatchWriter) -> Callable[[DataFrame, int], None]:
