@@ -240,7 +240,7 @@ def processes(rows: int, repeat: int, archive: bool, datasets: list[str], keys: 
     shutil.rmtree(out, ignore_errors=True)
 
 
-def timeline(rows: int, data: str, keys: str, range_: int, slide: int) -> None:
+def timeline(rows: int, data: str, keys: str, range_: int, slide: int, csv_files: int = 0) -> None:
     """Where each second of one whole process goes, for ``spanning run``, the SQL script and the floor: the process's
     start and exit, and from Spark's event log the application's start, each job and stage, and each SQL
     execution (seconds from the process's start)."""
@@ -252,8 +252,8 @@ def timeline(rows: int, data: str, keys: str, range_: int, slide: int) -> None:
                                               "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            "SPARK_CONF_DIR": str(conf), "SPANNING_CLASS_ARCHIVE": "off"}  # fmt: skip
-    commands = _commands(dataset(data, rows, keys), out, range_, slide, ["count", "sum:bytes", "max:duration"],
-                         keyed=keys != "none")
+    commands = _commands(dataset(data, rows, keys, csv_files), out, range_, slide,
+                         ["count", "sum:bytes", "max:duration"], keyed=keys != "none")
     for label, command in (("spanning run", commands["run"]), ("SQL script", commands["sql"]),
                            ("floor", commands["floor"])):
         before = set(events.iterdir())
@@ -261,7 +261,9 @@ def timeline(rows: int, data: str, keys: str, range_: int, slide: int) -> None:
         timed_command(command, env)
         ended = time.time() - began
         (log,) = _new_event_log(events, before)
-        print(f"\n{label} ({data} data, {keys} keys, {range_ // 60}m/{slide // 60}m, {rows:,} rows): {ended:.2f} s")
+        form = f", {csv_files} CSV file{'s' if csv_files > 1 else ''}" if csv_files else ", Parquet"
+        print(f"\n{label} ({data} data, {keys} keys, {range_ // 60}m/{slide // 60}m, {rows:,} rows{form}): "
+              f"{ended:.2f} s")
         print("| from s | to s | s | what |\n|---|---|---|---|")
         for at, until, what in _event_spans(log, began):
             print(f"| {at:.2f} | {until:.2f} | {until - at:.2f} | {what} |")
@@ -325,7 +327,8 @@ def main() -> None:
     parser.add_argument("--shapes", default="900/300,900/60,3600/60", help="ω/β pairs in seconds (--processes)")
     parser.add_argument("--plan", default="auto", help="--processes: spanning run's --plan (default auto)")
     parser.add_argument("--csv-files", type=int, default=0, metavar="N",
-                        help="--processes: the integer CDRs as N CSV files (epoch seconds), read by both sides")
+                        help="--processes, --timeline: the integer CDRs as N CSV files (epoch seconds), read by"
+                             " every side")
     parser.add_argument("--ttp", default="7d", help="--processes: spanning run's --ttp (default 7d: none late)")
     parser.add_argument("--copies", type=int, default=1, metavar="N",
                         help="--processes: the data file N times in one folder (300M rows from 30M); the windows are"
@@ -343,7 +346,7 @@ def main() -> None:
     if args.timeline:
         range_, slide = (int(x) for x in args.timeline.split("/"))
         for data in datasets:
-            timeline(args.rows, data, keys[0], range_, slide)
+            timeline(args.rows, data, keys[0], range_, slide, args.csv_files)
         return
     if args.processes:
         agg_sets = AGG_SETS if args.both_agg_sets else {"count+sum+max": AGG_SETS["count+sum+max"]}
