@@ -50,6 +50,7 @@ from spark_jobs.reading.prepare import (
     REASON,
     SEQ,
     START,
+    Prepared,
     as_read,
     events,
     load,
@@ -93,6 +94,11 @@ def to_seconds(name: str, cfg: RunConfig, seconds: list[str]):
     if name in seconds:
         column = column / CHRONONS_PER_SECOND[cfg.events.time_unit]
     return column.alias(name)
+
+
+def _no_late_rows(prepared: Prepared) -> DataFrame:
+    """No row, in the columns of ``late_rows``' (as read, and windows_missed)."""
+    return prepared.rows.where(F.lit(False)).withColumn("windows_missed", F.lit(0).cast("long"))
 
 
 def _tag(label: str | None) -> list:
@@ -166,9 +172,6 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
         return again, csv_plan(again, cfg, side.folder)
 
     persisted = []
-    if not prepared.columnar:  # parsing text costs more than caching it; a Parquet scan costs less
-        prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(prepared.rows)
     query, execution = cfg.query, cfg.execution
     if execution.height == "auto":  # Table 4's cost model on the sizes of (a sample of) the events
         keys = [quoted(k) for k in prepared.keys]
@@ -185,13 +188,18 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
         measured = events(prepared, "first").select(START, END).limit(PLAN_SAMPLE)
     choices = [choose_plan(spec, prepared, None if small or python_only(cfg) else measured, csv_reads is not None)
                for spec in specs]  # fmt: skip
+    counted_by_windows = len(specs) == 1  # an observation may appear once in a query: one spec, one pass
+    tasks_read_ranges = csv_reads is not None and counted_by_windows and choices[0].plan == "vector"
+    if not prepared.columnar and not tasks_read_ranges:  # parsing text costs more than caching it; a Parquet scan
+        # costs less; and rows the tasks read in byte ranges never pass through Spark (late/ and rejected/ too)
+        prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(prepared.rows)
     if prepared.inputs is None and not persisted and any(c.plan == "python" for c in choices):
         # the Python plan's late rows are joined back by arrival number: a caller's DataFrame (a join, say) need
         # not give its rows the same numbers twice, so its prepared rows are cached for the job's passes
         prepared.rows = prepared.rows.persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(prepared.rows)
     counts = Observation(f"spanning-counts-{uuid.uuid4().hex[:12]}")  # one name per job: two jobs' frames may meet
-    counted_by_windows = len(specs) == 1  # an observation may appear once in a query: one spec, one pass
     observe = counts if counted_by_windows else None
     late = late_flag(specs[0], str(query.series_start)) if counted_by_windows and choices[0].plan != "python" else None
     ids = None
@@ -231,8 +239,10 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     if query.windows:  # several specs: one job each (the batch plans share nothing), tagged and unioned
         parts = [p.withColumn("window", F.lit(label)) for p, label in zip(parts, labels, strict=True)]
     out = functools.reduce(lambda a, b: a.unionByName(b), parts)
-    late_parts = [  # the JVM plans' late rows come from the rows themselves
-        late_rows(prepared, spec, str(query.series_start)).select(*as_read(prepared), *_tag(label), "windows_missed")
+    late_parts = [  # the JVM plans' late rows come from the rows themselves; where the tasks write them (one spec),
+        # the frame gives late/ its columns only (``SideRows``), and window_runs' expressions cost the driver 0.3 s
+        (late_rows(prepared, spec, str(query.series_start)) if "late" not in carried else _no_late_rows(prepared))
+        .select(*as_read(prepared), *_tag(label), "windows_missed")
         for spec, choice, label in zip(specs, choices, labels, strict=True)
         if choice.plan != "python"
     ]
