@@ -17,7 +17,7 @@ from spanning.app.jobspec import RunConfig, UsageError
 from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions, stream_output
 from spark_jobs.batch.compute import computed, release, warm_vector_workers
-from spark_jobs.batch.csv_read import KindsChanged
+from spark_jobs.batch.csv_read import KindsChanged, csv_merge_is_small
 from spark_jobs.batch.outputs import write_outputs
 from spark_jobs.batch.plans import jvm_merge_is_small
 from spark_jobs.reading.prepare import read_input, small_local_input
@@ -36,9 +36,11 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
     began = time.perf_counter()
     inputs = input_files(cfg.inputs.paths, cfg.inputs.format, cfg.inputs.delimiter)  # mistakes before Spark starts
     check_plain_columns(cfg, inputs)
-    # the JVM's quick compiler alone where the JVM's share of the work is small: a small input, or Parquet that
-    # vector's tasks read themselves into few partials (the JVM only merges and writes them; docs/BENCHMARKS.md)
-    small_merge = jvm_merge_is_small(cfg, inputs)
+    # the JVM's quick compiler alone where the JVM's share of the work is small: a small input, or Parquet or CSV
+    # that vector's tasks read themselves into few partials (the JVM only merges them, and the Python workers write
+    # the windows; docs/BENCHMARKS.md)
+    small_merge = jvm_merge_is_small(cfg, inputs) or (
+        cfg.spark.remote is None and csv_merge_is_small(cfg, inputs, cfg.spark.master))
     quick = small_local_input(inputs) or small_merge
     with Progress(quiet_off_terminal=True) as progress:  # on a terminal: what the seconds before the result go to
         if cfg.spark.remote is not None:  # --remote, SPARK_REMOTE: a client of a Spark Connect server

@@ -140,7 +140,7 @@ def test_empty_rejected_and_late_are_written_on_the_driver_as_spark_writes_them(
         assert schemas["clean", "late"] == schemas["messy", "late"]
 
 
-@pytest.mark.parametrize("times", ["seconds", "instants", "all rejected"])
+@pytest.mark.parametrize("times", ["seconds", "instants", "all rejected", "csv ranges"])
 def test_windows_written_by_the_python_workers_are_what_spark_writes(spark, tmp_path, monkeypatch, times):
     import spark_jobs.batch.outputs as outputs
     from spark_jobs.command import run_spark
@@ -153,6 +153,9 @@ def test_windows_written_by_the_python_workers_are_what_spark_writes(spark, tmp_
         calls["end"] = calls["start"] - 1
     path = tmp_path / "calls.parquet"
     calls.to_parquet(path, index=False, coerce_timestamps="us")
+    if times == "csv ranges":  # CSV whose byte ranges the tasks read (csv_read.csv_merge_is_small): few partials
+        path = tmp_path / "calls.csv"
+        calls.to_csv(path, index=False)
     by_workers = []
     in_workers = outputs.write_in_workers
     monkeypatch.setattr(outputs, "write_in_workers", lambda *a: by_workers.append(in_workers(*a)))

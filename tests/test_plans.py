@@ -311,6 +311,58 @@ def test_the_jvm_s_quick_compiler_only_where_vector_s_tasks_read_the_rows_into_f
     assert not plans.vector_reads_parquet(cfg(source=csv), input_files([str(csv)]))
 
 
+def test_the_jvm_s_quick_compiler_where_the_tasks_read_csv_ranges_into_few_partials(tmp_path, monkeypatch):
+    """``csv_merge_is_small`` (decided before Spark starts): CSV files that vector's tasks read in byte ranges on a
+    local master, whose partials the first records estimate (``partials_per_event``, the Parquet estimate's over
+    the same rows) times the rows the files hold (the first records' bytes a row: here the whole file); another
+    master, spark-submit's, a plan, key or aggregate the tasks do not read, or times in two forms never."""
+    import numpy as np
+
+    from spanning.app.files import input_files
+    from spark_jobs.batch import csv_read, plans
+    from spark_jobs.reading.prepare import parquet_times_sample
+
+    rng = np.random.default_rng(7)
+    n = 3_000
+    starts = rng.integers(1_700_000_000, 1_700_020_000, n)
+    frame = pd.DataFrame({"cell": rng.integers(0, 7, n), "start": starts, "end": starts + rng.integers(0, 900, n),
+                          "bytes": rng.integers(0, 9, n), "name": "x"})  # fmt: skip
+    frame.loc[5, "end"] = frame.loc[5, "start"] - 1  # rejected by the job: not in the sample
+    path, csv = tmp_path / "calls.parquet", tmp_path / "calls.csv"
+    frame.to_parquet(path, index=False)
+    frame.to_csv(csv, index=False)
+    inputs = input_files([str(csv)])
+
+    def cfg(plan="auto", keys=("cell",), aggregates=("count", "sum:bytes"), source=csv, end="end"):
+        return RunConfig.from_parameters(dict(inputs=[str(source)], output=str(tmp_path / "out"), range=900, slide=60,
+                                              ttp=600, start="start", end=end, keys=list(keys), plan=plan,
+                                              aggregates=list(aggregates)))  # fmt: skip
+
+    same_rows = parquet_times_sample(input_files([str(path)]), cfg().events, 10_000, with_keys=True)
+    partials = plans.partials_per_event(cfg(), same_rows) * (n - 1)  # the file's every usable row
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert not csv_read.csv_merge_is_small(cfg(), inputs, None)  # a small file: auto does not read it in the tasks
+    monkeypatch.setattr(csv_read, "READ_SIDE_FROM", 0)
+    monkeypatch.setattr(csv_read, "QUICK_COMPILER_PARTIALS", partials * 1.01)
+    for master in (None, "local[2]", "local", "local-cluster[2,1,1024]"):
+        assert csv_read.csv_merge_is_small(cfg(), inputs, master), master
+    assert csv_read.csv_merge_is_small(cfg("vector"), inputs, None)
+    monkeypatch.setattr(csv_read, "QUICK_COMPILER_PARTIALS", partials * 0.99)  # more partials than that
+    assert not csv_read.csv_merge_is_small(cfg(), inputs, None)
+    monkeypatch.setattr(csv_read, "QUICK_COMPILER_PARTIALS", partials * 1.01)
+    assert not csv_read.csv_merge_is_small(cfg(), inputs, "yarn")  # no side folder there: Spark reads the files
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # under spark-submit: its master is not known before Spark
+    assert not csv_read.csv_merge_is_small(cfg(), inputs, None)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT")
+    assert not csv_read.csv_merge_is_small(cfg("explode"), inputs, None)
+    assert not csv_read.csv_merge_is_small(cfg(keys=("cell % 2",)), inputs, None)
+    assert not csv_read.csv_merge_is_small(cfg(aggregates=("count", "count_distinct:name")), inputs, None)
+    assert not csv_read.csv_merge_is_small(cfg(source=path), input_files([str(path)]), None)  # Parquet: plans'
+    frame["stamp"] = "2024-03-04 05:06:07"  # start in seconds, end as date-times: the job reports the mistake
+    frame.to_csv(csv, index=False)
+    assert not csv_read.csv_merge_is_small(cfg(end="stamp"), input_files([str(csv)]), None)
+
+
 def test_distinct_keys_read_on_the_driver_are_spark_s_and_the_plans_give_the_same_windows(spark, tmp_path):
     """``parquet_key_values`` (pyarrow, no Spark job) gives the keys Spark's distinct gives, nulls included,
     for text and integer keys over several files; the key ids built from them give the windows of ids built

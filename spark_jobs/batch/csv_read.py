@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import types as T
 
 from spanning.app.csv_partials import (
+    FIRST_RECORDS,
     CsvPlan,
     byte_pieces,
     counted_columns,
     first_records,
+    first_records_stats,
     range_partials,
     range_times,
     ranges_hold,
@@ -36,15 +39,18 @@ from spanning.app.csv_partials import (
 )
 from spanning.app.files import Inputs
 from spanning.app.jobspec import RunConfig
-from spanning.engines.reader import ColumnStats
+from spanning.engines.reader import ColumnStats, column_kind, time_chronons, time_kinds
 from spark_jobs.batch.plans import (
+    QUICK_COMPILER_PARTIALS,
     READ_SIDE_FROM,
     VECTOR_PER_WINDOW,
+    partials_per_event,
     python_only,
     read_side_job,
     sketches_or_sets,
     tasks_read_plan,
 )
+from spark_jobs.batch.worker_parquet import LOCAL_MASTERS
 from spark_jobs.reading.prepare import Prepared, local_input_bytes
 from spark_jobs.sessions import session_kind
 
@@ -122,10 +128,51 @@ def csv_times_sample(plan: CsvPlan, inputs: Inputs) -> tuple:
     """The start and end chronons of the first records (``first_records``), typed as the tasks type them: the plan's
     sample of windows per event, with no Spark job."""
     read = plan.read
-    table = first_records(inputs, list(dict.fromkeys([read.start, read.end])))
-    starts, ends = (range_times(table.column(c).combine_chunks(), plan) for c in (read.start, read.end))
+    starts, ends, _, _ = _first_records_times(inputs, read.start, read.end, [], lambda text: range_times(text, plan))
+    return starts, ends
+
+
+def csv_merge_is_small(cfg: RunConfig, inputs: Inputs, master: str | None) -> bool:
+    """``plans.jvm_merge_is_small`` for CSV files that ``vector``'s tasks will read in byte ranges (a local master,
+    as ``compute``'s side folder needs; ``csv_reads_itself``): the partials they hand the JVM, estimated from the
+    first records (``partials_per_event``) times the rows the files hold (the first records' bytes a row), at most
+    ``QUICK_COMPILER_PARTIALS``. Called before Spark starts: ``master`` as the command was given it (None: local,
+    unless under ``spark-submit``)."""
+    from spanning.app.jobspec import UsageError
+
+    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its master, not known here
+        return False
+    master = master or "local[*]"
+    if not (master == "local" or master.startswith(LOCAL_MASTERS)) or not csv_reads_itself(cfg, inputs):
+        return False
+    fields, stats = cfg.events, first_records_stats(cfg, inputs)
+    try:  # the kind the tasks will give the times, as ``prepare`` gives it from these counts
+        kind = time_kinds(column_kind("time", stats[fields.start]), column_kind("time", stats[fields.end]))
+    except UsageError:  # start and end disagree: the job says so
+        return False
+    starts, ends, groups, share = _first_records_times(
+        inputs, fields.start, fields.end, list(fields.keys),
+        lambda text: time_chronons(text, kind, fields.time_unit, fields.timezone))  # fmt: skip
+    rows = len(starts) / share
+    return partials_per_event(cfg, (starts, ends, groups)) * rows <= QUICK_COMPILER_PARTIALS
+
+
+def _first_records_times(inputs: Inputs, start: str, end: str, keys: list[str], typed) -> tuple:
+    """The usable first records' start and end chronons (``typed``: a text column's ``Times``), each one's key as a
+    group number (zeros with no key), and the share of the files' bytes that the first records are."""
+    import pandas as pd
+
+    table = first_records(inputs, list(dict.fromkeys([start, end, *keys])))
+    starts, ends = (typed(table.column(c).combine_chunks()) for c in (start, end))
     usable = starts.present & ends.present
-    return starts.values[usable], ends.values[usable]
+    if keys:
+        frame = pd.DataFrame({k: table.column(k).to_numpy(zero_copy_only=False) for k in keys})
+        groups = frame.groupby(keys, dropna=False).ngroup().to_numpy(np.int64)
+    else:
+        groups = np.zeros(table.num_rows, np.int64)
+    sizes = [os.path.getsize(path) for path in inputs.files]
+    share = max(min(FIRST_RECORDS, sizes[0]), 1) / max(sum(sizes), 1)
+    return starts.values[usable], ends.values[usable], groups[usable], share
 
 
 def as_read_schema(prepared: Prepared, extra: T.StructField) -> T.StructType:
