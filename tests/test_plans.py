@@ -256,31 +256,43 @@ def test_windows_per_event_from_parquet_rows_read_on_the_driver_equals_spark_s_s
     assert parquet_times_sample(input_files([str(path)]), expression, 10_000) is None
 
 
+def _calls_as_parquet_and_csv(folder, seed: int, first: int) -> tuple[pd.DataFrame, object, object]:
+    """3,000 calls from ``first`` (epoch seconds) in 7 cells, one rejected (it ends before it starts), written as
+    Parquet and as CSV in ``folder``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = 3_000
+    starts = rng.integers(first, first + 20_000, n)
+    frame = pd.DataFrame({"cell": rng.integers(0, 7, n), "start": starts, "end": starts + rng.integers(0, 900, n),
+                          "bytes": rng.integers(0, 9, n), "name": "x"})  # fmt: skip
+    frame.loc[5, "end"] = frame.loc[5, "start"] - 1  # rejected by the job: not in the sample
+    path, csv = folder / "calls.parquet", folder / "calls.csv"
+    frame.to_parquet(path, index=False)
+    frame.to_csv(csv, index=False)
+    return frame, path, csv
+
+
+def _merge_config(folder, source, plan="auto", keys=("cell",), aggregates=("count", "sum:bytes"), end="end"):
+    return RunConfig.from_parameters(dict(inputs=[str(source)], output=str(folder / "out"), range=900, slide=60,
+                                          ttp=600, start="start", end=end, keys=list(keys), plan=plan,
+                                          aggregates=list(aggregates)))  # fmt: skip
+
+
 def test_the_jvm_s_quick_compiler_only_where_vector_s_tasks_read_the_rows_into_few_partials(tmp_path, monkeypatch):
     """``jvm_merge_is_small`` (decided before Spark starts): Parquet that vector's tasks read
     (``vector_reads_parquet``, which also starts their workers' warm-up early), whose partials per
     (key, window) ``partials_per_event`` estimates as each key's span of windows, checked against the windows
     enumerated one by one; CSV, an explicit other plan, an expression or a text value column never."""
-    import numpy as np
-
     from spanning.app.files import input_files
     from spark_jobs.batch import plans
     from spark_jobs.reading.prepare import parquet_times_sample
 
-    rng = np.random.default_rng(5)
-    starts, n = rng.integers(0, 20_000, 3_000), 3_000
-    frame = pd.DataFrame({"cell": rng.integers(0, 7, n), "start": starts, "end": starts + rng.integers(0, 900, n),
-                          "bytes": rng.integers(0, 9, n), "name": "x"})  # fmt: skip
-    frame.loc[5, "end"] = frame.loc[5, "start"] - 1  # rejected by the job: not in the sample
-    path, csv = tmp_path / "calls.parquet", tmp_path / "calls.csv"
-    frame.to_parquet(path, index=False)
-    frame.to_csv(csv, index=False)
+    frame, path, csv = _calls_as_parquet_and_csv(tmp_path, 5, 0)
     inputs = input_files([str(path)])
 
     def cfg(plan="auto", keys=("cell",), aggregates=("count", "sum:bytes"), source=path):
-        return RunConfig.from_parameters(dict(inputs=[str(source)], output=str(tmp_path / "out"), range=900, slide=60,
-                                              ttp=600, start="start", end="end", keys=list(keys), plan=plan,
-                                              aggregates=list(aggregates)))  # fmt: skip
+        return _merge_config(tmp_path, source, plan, keys, aggregates)
 
     sample = parquet_times_sample(inputs, cfg().events, 10_000, with_keys=True)
     spans = {}
@@ -316,27 +328,16 @@ def test_the_jvm_s_quick_compiler_where_the_tasks_read_csv_ranges_into_few_parti
     local master, whose partials the first records estimate (``partials_per_event``, the Parquet estimate's over
     the same rows) times the rows the files hold (the first records' bytes a row: here the whole file); another
     master, spark-submit's, a plan, key or aggregate the tasks do not read, or times in two forms never."""
-    import numpy as np
-
     from spanning.app.files import input_files
     from spark_jobs.batch import csv_read, plans
     from spark_jobs.reading.prepare import parquet_times_sample
 
-    rng = np.random.default_rng(7)
-    n = 3_000
-    starts = rng.integers(1_700_000_000, 1_700_020_000, n)
-    frame = pd.DataFrame({"cell": rng.integers(0, 7, n), "start": starts, "end": starts + rng.integers(0, 900, n),
-                          "bytes": rng.integers(0, 9, n), "name": "x"})  # fmt: skip
-    frame.loc[5, "end"] = frame.loc[5, "start"] - 1  # rejected by the job: not in the sample
-    path, csv = tmp_path / "calls.parquet", tmp_path / "calls.csv"
-    frame.to_parquet(path, index=False)
-    frame.to_csv(csv, index=False)
+    frame, path, csv = _calls_as_parquet_and_csv(tmp_path, 7, 1_700_000_000)
+    n = len(frame)
     inputs = input_files([str(csv)])
 
     def cfg(plan="auto", keys=("cell",), aggregates=("count", "sum:bytes"), source=csv, end="end"):
-        return RunConfig.from_parameters(dict(inputs=[str(source)], output=str(tmp_path / "out"), range=900, slide=60,
-                                              ttp=600, start="start", end=end, keys=list(keys), plan=plan,
-                                              aggregates=list(aggregates)))  # fmt: skip
+        return _merge_config(tmp_path, source, plan, keys, aggregates, end)
 
     same_rows = parquet_times_sample(input_files([str(path)]), cfg().events, 10_000, with_keys=True)
     partials = plans.partials_per_event(cfg(), same_rows) * (n - 1)  # the file's every usable row
