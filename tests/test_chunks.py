@@ -182,3 +182,37 @@ def test_event_runs_cut_into_shares_are_one_pass_s(rows, clocks, cores, window):
     for end, g in zip(ends, groups, strict=True):
         final[g] = max(final[g], end)
     assert share_clocks[-1].tolist() == final.tolist()
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 40), st.integers(0, 3)), max_size=60),
+    cores=st.integers(1, 3),
+    window=st.tuples(st.integers(1, 5), st.integers(-3, 3), st.integers(1, 12), st.sampled_from([0, 2, 30])),
+)
+def test_the_runs_marked_as_they_are_written_count_each_window_s_runs(rows, cores, window):
+    # chunks._runs_in_shares with marks: each share marks its runs in its own row (compiled.chunk_runs_into), and
+    # compiled.marked_counts sums the rows into each window's count of runs, as counting the written runs gives it
+    from spanning.engines import chunks
+    from spanning.kernels.compiled import marked_counts
+
+    starts = np.array([s for s, _, _ in rows], np.int64)
+    ends = starts + np.array([length for _, length, _ in rows], np.int64)
+    groups = np.array([g for _, _, g in rows], np.int64)
+    range_from = np.full(4, -20, np.int64)
+    shift = np.array([20, 150, 280, 410], np.int64)  # each key's windows from -20 on at its own cells, none below 0
+    total = 540
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(threads, "SHARED_FROM", 1)
+        patch.setattr(threads, "available_cores", lambda: cores)
+        bounds, share_clocks = chunks._shares_and_clocks(ends, groups, np.full(4, np.iinfo(np.int64).min, np.int64))
+        marks = np.zeros((len(bounds) - 1, total + 1), np.int32)
+        _, first, last, _, _ = chunks._runs_in_shares(starts, ends, groups, bounds, share_clocks, range_from, shift,
+                                                      window, marks)  # fmt: skip
+    counts = np.empty(total, np.int64)
+    marked_counts(marks, counts)
+    expected = [0] * total
+    for a, b in zip(first.tolist(), last.tolist(), strict=True):
+        for w in range(a, b + 1):
+            expected[w] += 1
+    assert counts.tolist() == expected

@@ -8,12 +8,13 @@ modulo 2^64), and keys are few or many with spans dense or sparse (so ``run_cell
 
 from __future__ import annotations
 
+import linecache
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from spanning.engines.window_ranges import aggregate_runs
@@ -49,20 +50,42 @@ def runs(draw, table: bool | None = None, windows: int = 40):
     return np.array(first, np.int64), np.array(last, np.int64), windows
 
 
+@st.composite
+def slotted_runs(draw):
+    """Runs that ``run_extremes`` reduces by a slot per first window and length (``_slotted_extremes``): at least
+    ``SLOTS`` runs a window (``windows · SLOTS ≤ runs``), of 3 or 4 windows but a few longer (a block of ``SLOTS``
+    and more), at most ``SLOTS / 2`` windows a run on average, so more than ``2·runs + windows·levels`` windows in
+    all (the loop would take 3·runs > 2·runs + 24·5 from 8·16 runs on)."""
+    windows = draw(st.integers(16, 16 + compiled.SLOTS))
+    n = draw(st.integers(windows * compiled.SLOTS, windows * compiled.SLOTS + 16))
+    long = draw(st.integers(1, n // 64))
+    lengths = draw(st.lists(st.integers(3, 4), min_size=n - long, max_size=n - long))
+    lengths += draw(st.lists(st.integers(compiled.SLOTS + 1, windows), min_size=long, max_size=long))
+    assume(2 * sum(lengths) <= compiled.SLOTS * n)
+    lengths = draw(st.permutations(lengths))
+    first = [draw(st.integers(0, windows - length)) for length in lengths]
+    last = [f + length - 1 for f, length in zip(first, lengths, strict=True)]
+    return np.array(first, np.int64), np.array(last, np.int64), windows
+
+
 def _pairs(first, last):
     return [(e, w) for e in range(len(first)) for w in range(first[e], last[e] + 1)]
 
 
 def _run_extremes_branch(*arguments) -> str:
     """The branch ``run_extremes`` takes for these arguments: ``run_extremes_into``'s Python source (what numba
-    compiled) run under a tracer, "table" when it returns having built the sparse table, else "loop"."""
-    code, taken = compiled.run_extremes_into.py_func.__code__, []
+    compiled) run under a tracer, "table" when it returns having built the sparse table, "slots" when it ran
+    ``_slotted_extremes``, else "loop"."""
+    code, taken, lines = compiled.run_extremes_into.py_func.__code__, [], set()
 
     def trace(frame, event, arg):
         if frame.f_code is not code:
             return None
+        if event == "line":
+            lines.add(linecache.getline(code.co_filename, frame.f_lineno).strip())
         if event == "return":
-            taken.append("table" if "table" in frame.f_locals else "loop")
+            slots = any(line.startswith("_slotted_extremes(") for line in lines)
+            taken.append("table" if "table" in frame.f_locals else "slots" if slots else "loop")
         return trace
 
     before = sys.gettrace()
@@ -76,13 +99,14 @@ def _run_extremes_branch(*arguments) -> str:
     return taken[0]
 
 
-@pytest.mark.parametrize("branch", ["loop", "table"])
+@pytest.mark.parametrize("branch", ["loop", "table", "slots"])
 @settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_counts_sums_and_extremes_are_the_explode(branch, data):
     """Every kernel of runs against the explode, on runs drawn for each branch of ``run_extremes``: every example
-    takes the branch it was drawn for, so each test run checks both."""
-    first, last, windows = data.draw(runs(table=branch == "table"), label="runs")
+    takes the branch it was drawn for, so each test run checks all three."""
+    drawn = slotted_runs() if branch == "slots" else runs(table=branch == "table")
+    first, last, windows = data.draw(drawn, label="runs")
     n = len(first)
     ints = np.array(data.draw(st.lists(INT64, min_size=n, max_size=n)), np.int64)
     floats = np.array(data.draw(st.lists(st.floats(-1e9, 1e9), min_size=n, max_size=n)), np.float64)

@@ -54,8 +54,9 @@ def range_sum_int(first: np.ndarray, last: np.ndarray, n_windows: int, values: n
     [9223372036854775808, 9223372036854775806]
     """
     values = values.astype(np.int64, copy=False)
-    if not len(values) or max(int(values.max()), -int(values.min())) * len(values) <= _INT64_MAX:
-        return _difference_sum(first, last, n_windows, values)
+    sums, (low, high) = _difference_sums(first, last, n_windows, values)  # the bound read in the sums' pass
+    if max(int(high), -int(low)) * len(values) <= _INT64_MAX:
+        return sums
     exact = None
     for i in range(0, len(values), _SPLIT_BLOCK):  # one block unless there are 2^30 values or more
         block = slice(i, i + _SPLIT_BLOCK)
@@ -68,13 +69,20 @@ def range_sum_int(first: np.ndarray, last: np.ndarray, n_windows: int, values: n
 
 def _difference_sum(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
     """Σ values over the runs covering each window, in int64 (wraps, i.e. exact modulo 2^64); ``values`` of length 0
-    count the runs. ``compiled.run_sums_into``, into an array of numpy's (huge pages: 9M windows in 37 ms against
-    88-94 ms for ``run_counts``' own, 2026-11-29). Not cut into threads' shares: on 1M events of 16,633 windows,
-    two shares added took 1.5 ms against 1.3 ms for one pass (2 cores, other work running)."""
+    count the runs (``_difference_sums`` without the values' bounds)."""
+    return _difference_sums(first, last, n_windows, values)[0]
+
+
+def _difference_sums(first: np.ndarray, last: np.ndarray, n_windows: int,
+                     values: np.ndarray) -> tuple[np.ndarray, tuple[int, int]]:  # fmt: skip
+    """``_difference_sum`` and the least and largest of ``values``. ``compiled.run_sums_into``, into an array of
+    numpy's (huge pages: 9M windows in 37 ms against 88-94 ms for ``run_counts``' own, 2026-11-29). Not cut into
+    threads' shares: on 1M events of 16,633 windows, two shares added took 1.5 ms against 1.3 ms for one pass (2
+    cores, other work running)."""
     first, last, values = _positions(first), _positions(last), _positions(values)
     out = np.zeros(n_windows + 1, dtype=np.int64)
-    compiled.run_sums_into(first, last, values, out)
-    return out[:n_windows]
+    bounds = compiled.run_sums_into(first, last, values, out)
+    return out[:n_windows], bounds
 
 
 def range_sum_float(first: np.ndarray, last: np.ndarray, n_windows: int, values: np.ndarray) -> np.ndarray:
