@@ -343,10 +343,12 @@ def first_records(inputs: Inputs, columns: list[str]):
     return pa.Table.from_batches(records.batches, schema=text_schema(columns))
 
 
-def first_records_stats(cfg: RunConfig, inputs: Inputs) -> dict[str, ColumnStats]:
-    """Each column's counts over the first records (``first_records``): the kinds the job is planned with."""
+def first_records_stats(cfg: RunConfig, inputs: Inputs, table=None) -> dict[str, ColumnStats]:
+    """Each column's counts over the first records (``first_records``): the kinds the job is planned with.
+    ``table``: those records with every column, where the caller has read them already."""
     names = list(inputs.columns)
-    table, counted = first_records(inputs, names), counted_columns(cfg, names)
+    table = first_records(inputs, names) if table is None else table
+    counted = counted_columns(cfg, names)
     return {name: text_stats(table.column(name), plain_only=name not in counted) for name in names}
 
 

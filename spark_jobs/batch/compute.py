@@ -214,7 +214,7 @@ def compute(spark, cfg: RunConfig, inputs: Inputs | None = None, frame: DataFram
     carried = []  # the outputs whose rows the tasks write into the side folder
 
     def window_part(spec: RunConfig, choice: Choice) -> DataFrame:
-        if csv_reads is not None and choice.plan == "vector" and counted_by_windows:  # the tasks read byte ranges
+        if tasks_read_ranges:  # the tasks read byte ranges (one spec: ``choice`` is the only one)
             choice.reads_input = True
             carried.extend(["late", "rejected"])
             return csv_window_job(spark, prepared, spec, csv_reads, counts)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import types as T
 
@@ -51,7 +50,7 @@ from spark_jobs.batch.plans import (
     tasks_read_plan,
 )
 from spark_jobs.batch.worker_parquet import LOCAL_MASTERS
-from spark_jobs.reading.prepare import Prepared, local_input_bytes
+from spark_jobs.reading.prepare import Prepared, key_groups, local_input_bytes
 from spark_jobs.sessions import session_kind
 
 CSV_MODULES = ("spanning.app.csv_partials", "spanning.app.csv_records")  # what the tasks import besides vector's
@@ -128,8 +127,9 @@ def csv_times_sample(plan: CsvPlan, inputs: Inputs) -> tuple:
     """The start and end chronons of the first records (``first_records``), typed as the tasks type them: the plan's
     sample of windows per event, with no Spark job."""
     read = plan.read
-    starts, ends, _, _ = _first_records_times(inputs, read.start, read.end, [], lambda text: range_times(text, plan))
-    return starts, ends
+    table = first_records(inputs, list(dict.fromkeys([read.start, read.end])))
+    starts, ends, usable = _usable_times(table, read.start, read.end, lambda text: range_times(text, plan))
+    return starts.values[usable], ends.values[usable]
 
 
 def csv_merge_is_small(cfg: RunConfig, inputs: Inputs, master: str | None) -> bool:
@@ -142,37 +142,27 @@ def csv_merge_is_small(cfg: RunConfig, inputs: Inputs, master: str | None) -> bo
 
     if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its master, not known here
         return False
-    master = master or "local[*]"
-    if not (master == "local" or master.startswith(LOCAL_MASTERS)) or not csv_reads_itself(cfg, inputs):
+    if not session_kind.is_local_name(master or "local[*]", LOCAL_MASTERS) or not csv_reads_itself(cfg, inputs):
         return False
-    fields, stats = cfg.events, first_records_stats(cfg, inputs)
+    fields = cfg.events
+    table = first_records(inputs, list(inputs.columns))  # read once: the counts and the sample
+    stats = first_records_stats(cfg, inputs, table)
     try:  # the kind the tasks will give the times, as ``prepare`` gives it from these counts
         kind = time_kinds(column_kind("time", stats[fields.start]), column_kind("time", stats[fields.end]))
     except UsageError:  # start and end disagree: the job says so
         return False
-    starts, ends, groups, share = _first_records_times(
-        inputs, fields.start, fields.end, list(fields.keys),
-        lambda text: time_chronons(text, kind, fields.time_unit, fields.timezone))  # fmt: skip
-    rows = len(starts) / share
-    return partials_per_event(cfg, (starts, ends, groups)) * rows <= QUICK_COMPILER_PARTIALS
-
-
-def _first_records_times(inputs: Inputs, start: str, end: str, keys: list[str], typed) -> tuple:
-    """The usable first records' start and end chronons (``typed``: a text column's ``Times``), each one's key as a
-    group number (zeros with no key), and the share of the files' bytes that the first records are."""
-    import pandas as pd
-
-    table = first_records(inputs, list(dict.fromkeys([start, end, *keys])))
-    starts, ends = (typed(table.column(c).combine_chunks()) for c in (start, end))
-    usable = starts.present & ends.present
-    if keys:
-        frame = pd.DataFrame({k: table.column(k).to_numpy(zero_copy_only=False) for k in keys})
-        groups = frame.groupby(keys, dropna=False).ngroup().to_numpy(np.int64)
-    else:
-        groups = np.zeros(table.num_rows, np.int64)
+    starts, ends, usable = _usable_times(table, fields.start, fields.end,
+                                         lambda text: time_chronons(text, kind, fields.time_unit, fields.timezone))
     sizes = [os.path.getsize(path) for path in inputs.files]
-    share = max(min(FIRST_RECORDS, sizes[0]), 1) / max(sum(sizes), 1)
-    return starts.values[usable], ends.values[usable], groups[usable], share
+    rows = int(usable.sum()) * max(sum(sizes), 1) / max(min(FIRST_RECORDS, sizes[0]), 1)  # the first records' bytes
+    sample = starts.values[usable], ends.values[usable], key_groups(table, list(fields.keys), usable)
+    return partials_per_event(cfg, sample) * rows <= QUICK_COMPILER_PARTIALS
+
+
+def _usable_times(table, start: str, end: str, typed) -> tuple:
+    """The ``start`` and ``end`` text columns of ``table`` as ``Times`` (``typed``), and the rows where both are."""
+    starts, ends = (typed(table.column(c).combine_chunks()) for c in (start, end))
+    return starts, ends, starts.present & ends.present
 
 
 def as_read_schema(prepared: Prepared, extra: T.StructField) -> T.StructType:

@@ -651,14 +651,21 @@ def parquet_times_sample(inputs: Inputs | None, fields: EventFields, limit: int,
     sample = starts[usable].astype(np.int64), ends[usable].astype(np.int64)
     if not with_keys:
         return sample
+    return *sample, key_groups(batch, keys, usable)
+
+
+def key_groups(rows: Any, keys: list[str], usable: np.ndarray) -> np.ndarray:
+    """Each ``usable`` row's key (``keys``, columns of the pyarrow Table or RecordBatch ``rows``) as a group
+    number, nulls a key of their own; zeros with no key: a planner's sample (``parquet_times_sample``,
+    ``csv_read.csv_merge_is_small``)."""
+    if not keys:
+        return np.zeros(int(usable.sum()), np.int64)
     from spanning.engines.inputs import arrow_frame
 
-    if not keys:
-        return *sample, np.zeros(len(sample[0]), np.int64)
-    frame = arrow_frame(batch.select(list(keys)))  # integer keys with nulls exact, not float64
+    frame = arrow_frame(rows.select(list(keys)))  # integer keys with nulls exact, not float64
     frame.columns = [str(i) for i in range(len(keys))]
     frame = frame[usable]
-    return *sample, frame.groupby(list(frame.columns), dropna=False).ngroup().to_numpy(np.int64)
+    return frame.groupby(list(frame.columns), dropna=False).ngroup().to_numpy(np.int64)
 
 
 def _first_rows(path: str, columns: list[str], limit: int):

@@ -40,7 +40,11 @@ def master(spark: SparkSession) -> str:
 
 def is_local_master(spark: SparkSession, prefixes: tuple[str, ...] = ("local[",)) -> bool:
     """Whether the master is ``local`` or starts with one of ``prefixes``."""
-    name = master(spark)
+    return is_local_name(master(spark), prefixes)
+
+
+def is_local_name(name: str, prefixes: tuple[str, ...] = ("local[",)) -> bool:
+    """``is_local_master`` of a master URL as given (before a session exists)."""
     return name == "local" or name.startswith(prefixes)
 
 
