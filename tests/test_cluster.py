@@ -240,6 +240,12 @@ def test_engine_zip_holds_every_package_the_executors_import_built_once():
         assert set(top_level.split()) <= set(ENGINE_PACKAGES)
 
 
+def assert_written_by_workers(folder: Path) -> None:
+    """The folder's parts are pyarrow's, as the Python workers name them (``spark_jobs.batch.worker_parquet``)."""
+    parts = [p.name for p in folder.iterdir()]
+    assert parts and all(re.fullmatch(r"part-\d{5}-[0-9a-f]{32}\.snappy\.parquet", p) for p in parts), parts
+
+
 def side_rows(output: Path, part: str) -> list[tuple[str, str]]:
     """An output's late or rejected rows as (call_id, windows missed or reason), sorted: a stream's batches together."""
     folder = output / part
@@ -298,6 +304,9 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     typed = [str(parquet), *windows[1:], *(arg for spec in AGGS[:4] for arg in ("--agg", spec))]
     # the command's vector plan: its tasks read the row groups, and its few windows are written by the bare workers
     argvs.append(["run", *typed, "--master", MASTER, "--plan", "vector", "--output", str(tmp_path / "vector")])
+    # the messy CSV file itself: vector's tasks read its byte ranges, and the bare workers write its few windows
+    ranges = [*windows, *(arg for spec in AGGS[:4] for arg in ("--agg", spec))]
+    argvs.append(["run", *ranges, "--master", MASTER, "--plan", "vector", "--output", str(tmp_path / "csv-vector")])
     broken = ["run", *windows, "--agg", "count", *on_cluster, "--output", str(tmp_path / "broken")]
     # no PYTHONPATH: local-cluster hands the driver's to the executors' Python, which must not find the checkout
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
@@ -345,7 +354,8 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     print("seconds per run:", [run[2] for run in [*report["runs"], report["broken"]]])
-    for (code, err, _), name in zip(report["runs"], [*runs, "stream", "vector", "restarted"], strict=True):
+    for (code, err, _), name in zip(report["runs"], [*runs, "stream", "vector", "csv-vector", "restarted"],
+                                    strict=True):  # fmt: skip
         assert code == 0 and err == "", (name, err)
 
     jvm_options = report["driver_jvm"]  # a small local input: the quick compiler, and the class archive if built
@@ -373,6 +383,15 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
         for part in ("late", "rejected"):
             assert side_rows(output, part) == side_rows(local, part), (name, part)
 
+    assert main(["run", *ranges, "--engine", "local", "--output", str(tmp_path / "csv-local")]) == 0
+    csv_vector = tmp_path / "csv-vector"
+    assert json.loads((csv_vector / "summary.json").read_text())["plans"][0]["reads_input"]
+    assert_written_by_workers(csv_vector / "windows")
+    got = read_output(csv_vector / "windows")
+    assert_frames_match(got, read_output(tmp_path / "csv-local" / "windows")[list(got.columns)], ["cell"])
+    for part in ("late", "rejected"):
+        assert side_rows(csv_vector, part) == side_rows(tmp_path / "csv-local", part), part
+
     assert main(["run", *typed, "--engine", "local", "--output", str(tmp_path / "parquet-local")]) == 0
     summary = json.loads((tmp_path / "parquet-local" / "summary.json").read_text())
     (plain_plan, plain_counts), (frame_plan, frame_counts) = report["api"]  # the call, on the bare executors
@@ -383,8 +402,7 @@ def test_cluster_without_the_project_on_its_executors(bare_python, sample, tmp_p
     assert frame_counts == plain_counts  # the filter keeps every row
     vector = tmp_path / "vector"
     assert json.loads((vector / "summary.json").read_text())["plans"][0]["reads_input"]
-    parts = [p.name for p in (vector / "windows").iterdir()]  # pyarrow's parts (spark_jobs.batch.worker_parquet)
-    assert parts and all(re.fullmatch(r"part-\d{5}-[0-9a-f]{32}\.snappy\.parquet", p) for p in parts), parts
+    assert_written_by_workers(vector / "windows")
     for name in ("plain", "frame", "vector"):
         folder = vector if name == "vector" else tmp_path / "api" / name
         got = read_output(folder / "windows")
