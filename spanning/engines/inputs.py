@@ -8,6 +8,7 @@ series start of each key (docs/SEMANTICS.md §8), with a clear error for unusabl
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -187,13 +188,27 @@ def read_events(
         if ends is None:  # some rows were no events: the ends of those that are
             ends = event_ends(starts, times.ends)  # point events [l, l + 1)
     if series_start == "earliest":  # per key, the earliest start in the data: no window is cut off
-        per_key = np.full(len(group_rows), np.iinfo(np.int64).max, dtype=np.int64)
-        key_extremes(starts, groups, per_key, False)
+        per_key = earliest_starts(starts, groups, len(group_rows))
     elif series_start is None:
         per_key = None
     else:
         per_key = np.full(len(group_rows), as_chronon(series_start, "series start"), dtype=np.int64)
     return FrameEvents(frame, keys, groups, group_rows, starts, ends, per_key, timestamps, rejected)
+
+
+def earliest_starts(starts: np.ndarray, groups: np.ndarray, keys: int) -> np.ndarray:
+    """Each of ``keys`` keys' earliest start (int64's largest for a key without rows): the rows cut into
+    ``threads.shares``, each share's least per key found in its thread, then the least of those (1M rows of 50 keys:
+    the other core idled for the 1.2-1.5 ms of one pass)."""
+    count = threads.shares(len(starts))
+    cut = threads.bounds(len(starts), count)
+
+    def share(k: int) -> np.ndarray:
+        least = np.full(keys, np.iinfo(np.int64).max, dtype=np.int64)
+        key_extremes(starts[cut[k] : cut[k + 1]], groups[cut[k] : cut[k + 1]], least, False)
+        return least
+
+    return functools.reduce(np.minimum, threads.in_shares(share, count))
 
 
 def as_frame(events: Any) -> pd.DataFrame:

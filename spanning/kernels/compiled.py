@@ -438,7 +438,8 @@ def appearance_codes(values, null, most):
         slot_value = np.zeros(1 << bits, np.int64)
         for known in range(state[1]):
             if known != state[0]:
-                _hashed_code(slot_code, slot_value, bits, values[rows[known]], known)
+                slot = _hashed_slot(slot_code, slot_value, bits, values[rows[known]])
+                slot_code[slot], slot_value[slot] = known, values[rows[known]]
         done = _hashed_rows(values, null, done, slot_code, slot_value, bits, codes, rows, state)
         # four times the slots while twice the rows would not fill them: 1M rows of 700,000 values in 70 ms against
         # 84 ms doubling (CPU time, one run each beside other work, 2026-11-29)
@@ -460,42 +461,49 @@ _GOLDEN = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 (2^64/φ) as a si
 
 
 @numba.njit(inline="always", cache=CACHED, nogil=True, error_model="numpy")
-def _hashed_code(slot_code, slot_value, bits, value, new_code):
-    """The code of ``value`` in a hash table of 2^``bits`` slots (Fibonacci hashing: the top bits of value · 2^64/φ;
-    linear probing); if it has none, ``new_code``, placed in the first free slot from its hash."""
+def _hashed_slot(slot_code, slot_value, bits, value):
+    """The slot of ``value`` in a hash table of 2^``bits`` slots (Fibonacci hashing: the top bits of value · 2^64/φ;
+    linear probing): the slot that holds it, or else the first free slot (code -1) from its hash."""
     mask = len(slot_code) - 1
     slot = ((value * _GOLDEN) >> (64 - bits)) & mask  # the wrapped int64 product's top bits, as unsigned
-    while True:
-        c = slot_code[slot]
-        if c < 0:
-            slot_code[slot], slot_value[slot] = new_code, value
-            return new_code
-        if slot_value[slot] == value:
-            return c
+    while slot_code[slot] >= 0 and slot_value[slot] != value:
         slot = (slot + 1) & mask
+    return slot
 
 
 @numba.njit(cache=CACHED, nogil=True, error_model="numpy")
 def _hashed_rows(values, null, row, slot_code, slot_value, bits, codes, rows, state):
     """``appearance_codes``' hashed pass from ``row`` on, until the rows end or the slots are half full: returns the
     row it stopped at. Its own function, so that the loop holds its arrays (growing them inside it cost 20 ns a row
-    in reference counts)."""
+    in reference counts); the codes given so far and the nulls' code are locals while it runs, and the room is
+    checked only where a value is new (1M rows of 50 keys: 1.1 ms against 2.6 ms reading ``state`` at every row,
+    one thread, 2026-11-29)."""
     nulls = len(null) > 0
     n = len(values)
     room = len(slot_code) // 2
+    null_code, k = state[0], state[1]
     while row < n:
         if nulls and null[row]:
-            codes[row] = _null_code(state, rows, row)
-        else:
-            k = state[1]
-            if k + 1 - (state[0] >= 0) > room:  # a new value might not fit: stop before this row
-                return row
-            c = _hashed_code(slot_code, slot_value, bits, values[row], k)
-            if c == k:
+            if null_code < 0:
+                null_code = k
                 rows[k] = row
-                state[1] = k + 1
-            codes[row] = c
+                k += 1
+            codes[row] = null_code
+            row += 1
+            continue
+        slot = _hashed_slot(slot_code, slot_value, bits, values[row])
+        c = slot_code[slot]
+        if c < 0:  # a new value: placed if the slots keep room, else the pass stops before this row
+            if k + 1 - (null_code >= 0) > room:
+                state[0], state[1] = null_code, k
+                return row
+            slot_code[slot], slot_value[slot] = k, values[row]
+            c = k
+            rows[k] = row
+            k += 1
+        codes[row] = c
         row += 1
+    state[0], state[1] = null_code, k
     return row
 
 
