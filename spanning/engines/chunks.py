@@ -23,13 +23,13 @@ import pandas as pd
 from spanning.aggregates import INT64_MAX, INT64_MIN, Aggregate, BatchColumns
 from spanning.aggregates.capabilities import Form
 from spanning.aggregates.columns import EventSpans, no_columns
+from spanning.engines.inputs import key_extremes_in_shares
 from spanning.kernels import threads
 from spanning.kernels.compiled import (
     SLOTS,
     chunk_runs,
     chunk_runs_into,
     covered_windows,
-    key_extremes,
     marked_counts,
     window_labels,
 )
@@ -306,21 +306,10 @@ def _shares_and_clocks(ends: np.ndarray, groups: np.ndarray, start_clock: np.nda
     """The chunk's rows cut into ``threads.shares`` (bounds), and each key's clock τ at each share's start and at
     the chunk's end: the largest end of its events before (Suzanne et al., §3.1). Each share's largest ends per key
     are found in threads, then joined share after share (a max of maxima: the one pass's clocks)."""
-    cut = threads.bounds(len(ends), threads.shares(len(ends)))
-    if len(cut) <= 2:
-        clock = start_clock.copy()
-        key_extremes(ends, groups, clock, True)
-        return cut, [start_clock, clock]
-
-    def share(k: int) -> np.ndarray:
-        lo, hi = cut[k], cut[k + 1]
-        largest = np.full(len(start_clock), np.iinfo(np.int64).min, dtype=np.int64)
-        key_extremes(ends[lo:hi], groups[lo:hi], largest, True)
-        return largest
-
+    cut, largest = key_extremes_in_shares(ends, groups, len(start_clock), True)
     clocks = [start_clock]
-    for largest in threads.in_shares(share, len(cut) - 1):
-        clocks.append(np.maximum(clocks[-1], largest))
+    for share_largest in largest:
+        clocks.append(np.maximum(clocks[-1], share_largest))
     return cut, clocks
 
 
