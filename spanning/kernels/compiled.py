@@ -476,7 +476,7 @@ def _hashed_rows(values, null, row, slot_code, slot_value, bits, codes, rows, st
     """``appearance_codes``' hashed pass from ``row`` on, until the rows end or the slots are half full: returns the
     row it stopped at. Its own function, so that the loop holds its arrays (growing them inside it cost 20 ns a row
     in reference counts); the codes given so far and the nulls' code are locals while it runs, and the room is
-    checked only where a value is new (1M rows of 50 keys: 1.1 ms against 2.6 ms reading ``state`` at every row,
+    checked only where a value is new (1M rows of 50 keys: 1.7-2.1 ms against 2.6 ms reading ``state`` at every row,
     one thread, 2026-11-29)."""
     nulls = len(null) > 0
     n = len(values)
