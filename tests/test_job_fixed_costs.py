@@ -250,6 +250,39 @@ def test_the_worker_daemon_leaves_off_only_zips_that_the_installed_pyspark_holds
     assert installed_pyspark_first([str(spark_home), str(site)]) == [str(spark_home), str(site)]
 
 
+def test_the_worker_daemon_imports_the_jobs_modules_once_and_serves_both_rdd_and_sql_tasks():
+    """A session started with ``worker_modules`` (``spanning run``) has its worker daemon import them
+    (``worker_daemon.preload``): a SQL task's worker finds them imported. The daemon that ``start_worker_daemon``
+    starts with an RDD task, before the SparkSession, is the one that forks the SQL tasks' workers: Spark keeps one
+    daemon per environment, and the context's environment holds what SQL tasks add to theirs. A fresh process:
+    ``get_session`` reuses an active session."""
+    import json
+    import subprocess
+
+    code = """if True:
+        import json, os, sys
+        import pyarrow as pa
+        from spark_jobs.sessions.session import get_session
+
+        spark = get_session("local[1]", worker_modules=("colorsys",))
+
+        def sql_task(batches):
+            for _ in batches:
+                pass
+            yield pa.RecordBatch.from_pylist([{"preloaded": "colorsys" in sys.modules, "daemon": os.getppid()}])
+
+        def rdd_task(items):
+            yield os.getppid()
+
+        row = spark.range(0, 1, 1, 1).mapInArrow(sql_task, "preloaded boolean, daemon long").collect()[0]
+        rdd_daemon = spark.sparkContext.parallelize([0], 1).mapPartitions(rdd_task).collect()[0]
+        print(json.dumps({"preloaded": row.preloaded, "one_daemon": row.daemon == rdd_daemon}))
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"preloaded": True, "one_daemon": True}
+
+
 def test_a_worker_importing_one_kernel_does_not_import_pandas_and_the_public_names_still_resolve():
     import subprocess
 

@@ -484,6 +484,8 @@ def test_the_python_plan_s_workers_are_warmed_as_the_session_starts_with_what_it
     warmed = []
     monkeypatch.setattr(compute, "warm_python_workers", lambda spark, modules: warmed.append(modules))
     monkeypatch.setattr(compute, "ship_engine", lambda spark: None)
+    monkeypatch.setattr(compute.session_kind, "master", lambda spark: "local[2]")
+    monkeypatch.setattr(compute.session_kind, "is_connect", lambda spark: False)
     inputs = input_files([str(path)])
     sketches = ["count", "approx_count_distinct:v", "approx_percentile:f:0.95"]
     assert compute.warm_vector_workers(None, cfg(sketches), inputs)
@@ -496,11 +498,16 @@ def test_the_python_plan_s_workers_are_warmed_as_the_session_starts_with_what_it
     pd.read_parquet(path).to_csv(csv_path, index=False)
     csv_cfg = cfg(["count", "sum:v"], plan="vector")
     csv_cfg.inputs.paths = [str(csv_path)]
-    monkeypatch.setattr(compute.session_kind, "is_local_master", lambda spark, masters: True)
-    assert compute.warm_vector_workers(None, csv_cfg, input_files([str(csv_path)]))
+    csv_inputs = input_files([str(csv_path)])
+    assert compute.warm_vector_workers(None, csv_cfg, csv_inputs)
     assert warmed[-1] == compute.VECTOR_MODULES + compute.CSV_MODULES
+    # the same choice before the session exists (what spanning run's worker daemon imports: session.get_session)
+    assert compute.planned_worker_modules(csv_cfg, csv_inputs, "local[*]") == warmed[-1]
+    assert compute.planned_worker_modules(cfg(sketches), inputs, "local[*]") == warmed[0]
+    assert compute.planned_worker_modules(cfg(["count", "sum:v"]), inputs, "local[*]") == ()
+    assert compute.planned_worker_modules(csv_cfg, csv_inputs, "yarn") == ()  # executors elsewhere: the JVM reads
     monkeypatch.setattr(compute.session_kind, "is_connect", lambda spark: True)  # Connect: the JVM reads the CSV
-    assert not compute.warm_vector_workers(None, csv_cfg, input_files([str(csv_path)]))
+    assert not compute.warm_vector_workers(None, csv_cfg, csv_inputs)
 
     code = f"""
 import importlib, sys

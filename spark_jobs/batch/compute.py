@@ -302,6 +302,20 @@ def python_plan_modules(cfg: RunConfig) -> tuple[str, ...]:
     return PYTHON_MODULES + (("datasketches",) if sketches else ())
 
 
+def planned_worker_modules(cfg: RunConfig, inputs: Inputs, master: str, connect: bool = False) -> tuple[str, ...]:
+    """What the job's Python workers will import on ``master``, as far as the files and the query tell before Spark
+    starts: vector's modules when its tasks will read the files themselves (Parquet row groups, or local CSV
+    files in byte ranges), the Python plan's when the query alone chooses it; none when the plan is not known yet.
+    """
+    if vector_reads_parquet(cfg, inputs):
+        return VECTOR_MODULES
+    if csv_reads_itself(cfg, inputs) and not connect and session_kind.is_local_name(master, LOCAL_MASTERS):
+        return VECTOR_MODULES + CSV_MODULES  # the tasks will read the CSV files' byte ranges (``compute``)
+    if python_plan_certain(cfg):
+        return python_plan_modules(cfg)
+    return ()
+
+
 def warm_vector_workers(spark, cfg: RunConfig, inputs: Inputs) -> bool:
     """Start the Python workers' warm-up as soon as the session is up, when the files already tell that vector's
     tasks will read them (``vector_reads_parquet``, or local CSV files read in byte ranges: ``csv_reads_itself``),
@@ -315,14 +329,8 @@ def warm_vector_workers(spark, cfg: RunConfig, inputs: Inputs) -> bool:
     (py-spy of its workers, 3M rows with the two sketches, 2026-11-29): that stage took 7.2 s instead of
     8.3 s with the warm-up (one run each, Spark's event log).
     """
-    if vector_reads_parquet(cfg, inputs):
-        modules = VECTOR_MODULES
-    elif (csv_reads_itself(cfg, inputs) and not session_kind.is_connect(spark)  # as ``compute``'s side rows
-          and session_kind.is_local_master(spark, LOCAL_MASTERS)):
-        modules = VECTOR_MODULES + CSV_MODULES  # the tasks will read the CSV files' byte ranges (``compute``)
-    elif python_plan_certain(cfg):
-        modules = python_plan_modules(cfg)
-    else:
+    modules = planned_worker_modules(cfg, inputs, session_kind.master(spark), session_kind.is_connect(spark))
+    if not modules:
         return False
     ship_engine(spark)  # once per application: a session that was active already may not have the engine yet
     warm_python_workers(spark, modules)

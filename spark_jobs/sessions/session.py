@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spark_jobs.sessions import class_archive, session_kind
+from spark_jobs.sessions.worker_daemon import PRELOAD_VARIABLE
 
 if TYPE_CHECKING:  # pyspark is imported when a session starts (``get_session``), after the check for Java
     from pyspark.sql import SparkSession
@@ -221,6 +222,7 @@ def get_session(
     partitions: int | None = None,
     quick_compiler: bool = False,
     throughput_gc: bool = False,
+    worker_modules: tuple[str, ...] = (),
 ):
     """A SparkSession for spanning jobs (reused if one is active).
 
@@ -235,6 +237,11 @@ def get_session(
     marking took 0.5-0.65 s of CPU over ten such batches. Sustained, 100k rows a trigger, 15m/1m: 168-184k events/s
     against 144-168k, a batch's p95 latency 0.87-0.94 s against 0.98-1.01 s, three alternating pairs; ``spanning
     run`` over 30M rows showed no difference either way (2026-11-28, docs/STREAMING.md).
+
+    ``worker_modules``: what the job's Python workers will import. Where the workers import the engine from here
+    (``workers_import_the_engine``), the worker daemon imports them once (``worker_daemon.preload``) and every worker
+    it forks has them; the daemon starts as soon as the SparkContext is up, while the JVM builds the SparkSession
+    (``start_worker_daemon``).
     """
     java_version = check_java()
     import pyspark
@@ -287,9 +294,15 @@ def get_session(
     if master and workers_import_the_engine(master, os.environ["PYSPARK_PYTHON"]):
         # pyspark compiled, not from its zip
         conf.set("spark.python.daemon.module", "spark_jobs.sessions.worker_daemon")
+        if worker_modules:
+            conf.set(f"spark.executorEnv.{PRELOAD_VARIABLE}", ",".join(worker_modules))
     try:
         if "PYSPARK_GATEWAY_PORT" not in os.environ:
             launch_driver_jvm(conf)
+        if conf.contains(f"spark.executorEnv.{PRELOAD_VARIABLE}"):
+            from pyspark import SparkContext
+
+            start_worker_daemon(SparkContext.getOrCreate(conf))
         spark = SparkSession.builder.config(conf=conf).getOrCreate()
     finally:
         if options:
@@ -483,6 +496,33 @@ def ship_engine(spark) -> Path | None:
         session_kind.add_python_file(spark, target)
         _shipped_to.add(application)
     return target
+
+
+SIMPLIFIED_TRACEBACK = "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled"
+
+
+def start_worker_daemon(sc) -> threading.Thread:
+    """Start the Python worker daemon, which imports the job's modules (``worker_daemon.preload``), with one
+    task of an RDD job in the background, right after the SparkContext: the JVM then builds the SparkSession on
+    the other core, and the first query finds the daemon ready.
+
+    Spark keeps one daemon per environment of the workers. Its SQL tasks add ``SPARK_SIMPLIFIED_TRACEBACK`` to
+    theirs while the setting is on (its default), and an RDD's tasks do not: so the context's environment takes it
+    too, or the SQL tasks would start a daemon of their own. One task, not one per core: two took the core that
+    the SparkSession needed, and the run was no quicker (100 CSV files, 3M rows, 2 cores, Spark's event log).
+    """
+    if sc.getConf().get(SIMPLIFIED_TRACEBACK, "true").lower() == "true":
+        sc.environment.setdefault("SPARK_SIMPLIFIED_TRACEBACK", "1")
+
+    def start() -> None:
+        try:
+            sc.parallelize([0], 1).mapPartitions(iter).collect()
+        except Exception:  # noqa: BLE001 - a start only: the query reports what is wrong with the workers
+            pass
+
+    thread = threading.Thread(target=start, name="spanning-start-worker-daemon", daemon=True)
+    thread.start()
+    return thread
 
 
 def warm_python_workers(spark, modules: tuple[str, ...]) -> threading.Thread:
