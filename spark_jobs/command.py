@@ -16,7 +16,7 @@ from spanning.app.files import check_plain_columns, input_files
 from spanning.app.jobspec import RunConfig, UsageError
 from spanning.app.progress import Progress
 from spanning.app.stream_command import StreamOptions, stream_output
-from spark_jobs.batch.compute import computed, planned_worker_modules, release, warm_vector_workers
+from spark_jobs.batch.compute import computed, daemon_modules, release, warm_vector_workers
 from spark_jobs.batch.csv_read import KindsChanged, csv_merge_is_small
 from spark_jobs.batch.outputs import write_outputs
 from spark_jobs.batch.plans import jvm_merge_is_small
@@ -50,7 +50,7 @@ def run_spark(cfg: RunConfig, verbose: bool = False) -> dict:
             progress(starting(cfg.spark.master))
             spark = get_session(cfg.spark.master, cfg.events.timezone, verbose, cfg.spark.partitions,
                                 quick_compiler=quick,
-                                worker_modules=planned_worker_modules(cfg, inputs, cfg.spark.master or "local[*]"))
+                                worker_modules=daemon_modules(cfg, inputs, cfg.spark.master or "local[*]"))
         try:
             return _run_job(spark, cfg, inputs, began, progress, small_merge)
         finally:

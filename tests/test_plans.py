@@ -506,6 +506,9 @@ def test_the_python_plan_s_workers_are_warmed_as_the_session_starts_with_what_it
     assert compute.planned_worker_modules(cfg(sketches), inputs, "local[*]") == warmed[0]
     assert compute.planned_worker_modules(cfg(["count", "sum:v"]), inputs, "local[*]") == ()
     assert compute.planned_worker_modules(csv_cfg, csv_inputs, "yarn") == ()  # executors elsewhere: the JVM reads
+    # what the worker daemon imports before it forks: vector's modules only, not the Python plan's
+    assert compute.daemon_modules(csv_cfg, csv_inputs, "local[*]") == warmed[-1]
+    assert compute.daemon_modules(cfg(sketches), inputs, "local[*]") == ()
     monkeypatch.setattr(compute.session_kind, "is_connect", lambda spark: True)  # Connect: the JVM reads the CSV
     assert not compute.warm_vector_workers(None, csv_cfg, csv_inputs)
 
