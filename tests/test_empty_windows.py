@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import spanning
 from spanning.engines import chunks
-from spanning.kernels import threads
+from spanning.kernels import compiled, threads
 from tests.budget import examples
 from tests.oracle import oracle
 from tests.streams import (
@@ -210,3 +210,61 @@ def test_a_result_of_no_window_has_the_dtypes_of_a_result_with_windows(technique
     assert dtypes(two.iloc[:0]) == some
     assert dtypes(bad) == some
     assert dtypes(one) == some
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_covered_windows_in_shares_are_the_windows_some_run_covers(data):
+    """``_covered_chunk``'s covered windows, one share (``compiled.covered_windows``) or several
+    (``chunks._covered_in_shares``), against their definition: the windows, in order, that at least one run
+    covers, each with its count of runs, its key and its bounds, and each run's first and last window numbered
+    among them. Keys of up to 150 windows (shares end at key bounds), some with no run; runs in any order; the
+    shares side by side, and one after the other from the last (none writes where another does)."""
+    n_windows = np.array(data.draw(st.lists(st.integers(0, 150), min_size=1, max_size=10)), dtype=np.int64)
+    base = np.cumsum(n_windows) - n_windows
+    total = int(n_windows.sum())
+    keyed = [g for g in range(len(n_windows)) if n_windows[g]]
+    runs = []
+    if keyed:
+        for g in data.draw(st.lists(st.sampled_from(keyed), max_size=40)):
+            a = data.draw(st.integers(0, int(n_windows[g]) - 1))
+            reach = data.draw(st.sampled_from([0, 3, 40, None]))  # None: to the key's last window, next to a share's
+            last_window = int(n_windows[g]) - 1
+            b = last_window if reach is None else data.draw(st.integers(a, min(last_window, a + reach)))
+            runs.append((int(base[g]) + a, int(base[g]) + b))
+    first = np.array([a for a, _ in runs], dtype=np.int64)
+    last = np.array([b for _, b in runs], dtype=np.int64)
+    range_from = np.array(data.draw(st.lists(st.integers(-5, 5), min_size=len(n_windows),
+                                             max_size=len(n_windows))), dtype=np.int64)  # fmt: skip
+    slide, offset, range_ = 7, 3, 21
+    # the definition, window by window
+    key_of = np.repeat(np.arange(len(n_windows)), n_windows)
+    cover = np.array([sum(a <= w <= b for a, b in runs) for w in range(total)], dtype=np.int64)
+    covered = [w for w in range(total) if cover[w] > 0]
+    number = {w: i for i, w in enumerate(covered)}
+    starts = [(int(range_from[key_of[w]]) + w - int(base[key_of[w]])) * slide + offset for w in covered]
+
+    most = min(total, int((last - first + 1).sum()))
+
+    def backwards(work, count):  # the shares one after the other, the last first: each may run before the others
+        return [work(k) for k in reversed(range(count))][::-1]
+
+    for shares, order in ((1, None), (2, None), (3, None), (4, None), (2, backwards), (3, backwards)):
+        marks = np.zeros(total + 1, dtype=np.int32)
+        outputs = tuple(np.full(most + 1, -1, dtype=np.int64) for _ in range(4))
+        numbered = (np.full(len(runs), -1, dtype=np.int64), np.full(len(runs), -1, dtype=np.int64))
+        labels = (n_windows, range_from, slide, offset, range_, marks)
+        if shares == 1:
+            count = compiled.covered_windows(first, last, *labels, *outputs, *numbered)
+        else:
+            with pytest.MonkeyPatch.context() as patch:
+                if order is not None:
+                    patch.setattr(threads, "in_shares", order)
+                count = chunks._covered_in_shares(first, last, labels, shares, outputs, numbered)
+        counts, group, start, end = (a[:count] for a in outputs)
+        assert count == len(covered), shares
+        assert counts.tolist() == [int(cover[w]) for w in covered], shares
+        assert group.tolist() == [int(key_of[w]) for w in covered], shares
+        assert start.tolist() == starts and end.tolist() == [s + range_ for s in starts], shares
+        assert numbered[0].tolist() == [number[a] for a, _ in runs], shares
+        assert numbered[1].tolist() == [number[b] for _, b in runs], shares

@@ -29,8 +29,12 @@ from spanning.kernels.compiled import (
     SLOTS,
     chunk_runs,
     chunk_runs_into,
+    covered_before,
     covered_windows,
+    labelled_windows,
     marked_counts,
+    marked_runs,
+    renumbered_runs,
     window_labels,
 )
 from spanning.kernels.ranges import runs_within
@@ -290,8 +294,12 @@ def _covered_chunk(spec: WindowSpec, aggregates: Sequence[Aggregate], cols: Batc
     most = min(total, int(run_last.sum() - run_first.sum()) + len(run_first))
     counts, group, start, end = (np.empty(most + 1, dtype=np.int64) for _ in range(4))
     first, last = np.empty_like(run_first), np.empty_like(run_last)
-    covered = covered_windows(run_first, run_last, n_windows, range_from, spec.slide, spec.offset, spec.range, marks,
-                              counts, group, start, end, first, last)  # fmt: skip
+    labels = (n_windows, range_from, spec.slide, spec.offset, spec.range, marks)
+    count = threads.shares(total)
+    if count < 2:
+        covered = covered_windows(run_first, run_last, *labels, counts, group, start, end, first, last)
+    else:
+        covered = _covered_in_shares(run_first, run_last, labels, count, (counts, group, start, end), (first, last))
     cols.share_run_counts(first, last, covered, counts[:covered])
     results = _direct_results(aggregates, cols, first, last, covered)
     partials = iter(threads.side_by_side([functools.partial(agg.window_partials, cols, first, last, covered)
@@ -300,6 +308,39 @@ def _covered_chunk(spec: WindowSpec, aggregates: Sequence[Aggregate], cols: Batc
     values = [agg.lower_partials(next(partials)) if direct is None else direct
               for agg, direct in zip(aggregates, results, strict=True)]  # fmt: skip
     return ChunkResult(group[:covered], start[:covered], end[:covered], values, late_rows, missed, None)
+
+
+def _covered_in_shares(run_first: np.ndarray, run_last: np.ndarray, labels: tuple, count: int, outputs: tuple,
+                       renumbered: tuple) -> int:
+    """``covered_windows`` with its last two steps in ``count`` threads: the runs marked (``marked_runs``); where
+    each share of whole keys of about equal windows starts, in the outputs and in its count of runs, from one pass
+    over the windows before the last share (``covered_before``); each share's windows labelled side by side
+    (``labelled_windows``), then the runs renumbered in shares of runs (``renumbered_runs``). 1M events, 10,000
+    keys, warm calls in a loop (2026-11-30): 9.4 ms against 15.2 ms in one thread at 15m/5m (1.8M windows, 0.58M
+    covered), 29.1 ms against 36 ms at 15m/1m."""
+    n_windows, marks = labels[0], labels[5]
+    ends = np.cumsum(n_windows)
+    keys = np.searchsorted(ends, threads.bounds(int(ends[-1]), count)[1:-1], side="right")
+    key_bounds = np.concatenate([[0], keys, [len(n_windows)]])
+    window_bounds = np.concatenate([[0], ends])[key_bounds]
+    marked_runs(run_first, run_last, marks)
+    at, running, stop = covered_before(marks, window_bounds[:-1])
+    # each share but the last read up to its last covered window: it writes nothing into the next one's outputs
+    upto = np.append(stop[1:], window_bounds[-1])
+
+    def labelled(k: int) -> int:
+        return labelled_windows(window_bounds[k], upto[k], key_bounds[k], key_bounds[k + 1], *labels, running[k],
+                                at[k], *outputs)  # fmt: skip
+
+    covered = sum(threads.in_shares(labelled, count))
+    runs_at = threads.bounds(len(run_first), count)
+
+    def runs_share(k: int) -> None:
+        lo, hi = runs_at[k], runs_at[k + 1]
+        renumbered_runs(run_first[lo:hi], run_last[lo:hi], marks, renumbered[0][lo:hi], renumbered[1][lo:hi])
+
+    threads.in_shares(runs_share, count)
+    return covered
 
 
 def _shares_and_clocks(ends: np.ndarray, groups: np.ndarray, start_clock: np.ndarray) -> tuple[np.ndarray, list]:

@@ -69,11 +69,11 @@ except ImportError as missing:  # pragma: no cover - the package requires it; a 
     ) from missing
 
 __all__ = [
-    "CACHED", "appearance_codes", "chunk_runs", "chunk_runs_into", "covered_windows",
-    "event_ends_into", "event_runs", "first_rows", "marked_counts", "plain_integers", "plain_records",
-    "key_extremes", "run_cells", "run_counts", "run_extremes", "run_occupancy", "run_sums_float", "run_sums_int",
-    "run_extremes_into", "run_sums_into", "run_windows", "table_span", "text_layout", "text_neighbours_differ",
-    "warm_up", "warm_up_shipped", "window_labels",
+    "CACHED", "appearance_codes", "chunk_runs", "chunk_runs_into", "covered_before", "covered_windows",
+    "event_ends_into", "event_runs", "first_rows", "key_extremes", "labelled_windows", "marked_counts", "marked_runs",
+    "plain_integers", "plain_records", "renumbered_runs", "run_cells", "run_counts", "run_extremes",
+    "run_extremes_into", "run_occupancy", "run_sums_float", "run_sums_int", "run_sums_into", "run_windows",
+    "table_span", "text_layout", "text_neighbours_differ", "warm_up", "warm_up_shipped", "window_labels",
 ]  # fmt: skip
 
 CACHED = os.path.isfile(__file__)  # a real file to cache beside; not inside a zip on an executor's path
@@ -670,16 +670,57 @@ def covered_windows(first, last, n_windows, range_from, slide, offset, range_, m
     ``group``, ``start`` and ``end`` (``window_labels``; each holds a slot more than the covered windows, as every
     window is written and only a covered one moves on: no branch). ``marks``, zeros of ``Σ n_windows + 1``, ends
     as each window's number among the covered ones (-1: not covered); ``first_out`` and ``last_out`` get each run
-    renumbered so: a run's windows are all covered, so they stay consecutive among them."""
+    renumbered so: a run's windows are all covered, so they stay consecutive among them.
+
+    Its three steps are kernels of their own, so that threads may share the last two
+    (``spanning.engines.chunks._covered_in_shares``): ``marked_runs``, ``labelled_windows``, ``renumbered_runs``."""
+    marked_runs(first, last, marks)
+    covered = labelled_windows(0, len(marks) - 1, 0, len(n_windows), n_windows, range_from, slide, offset, range_,
+                               marks, 0, 0, counts, group, start, end)  # fmt: skip
+    renumbered_runs(first, last, marks, first_out, last_out)
+    return covered
+
+
+@_compile
+def marked_runs(first, last, marks):
+    """``covered_windows``' difference array: +1 at each run's first window, −1 past its last."""
     for e in range(len(first)):
         marks[first[e]] += 1
         marks[last[e] + 1] -= 1
-    running = 0
-    covered = 0
+
+
+@_compile
+def covered_before(marks, bounds):
+    """For each window ``bounds[k]``: how many windows before it are covered, the count of runs that cover the window
+    before it (what a share of ``labelled_windows`` from there starts with), and the window past the last covered
+    one before it (0 for none): one pass over ``marks`` up to the last bound."""
+    n = len(bounds)
+    covered, running, stop = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    count = held = past = 0
     w = 0
-    for g in range(len(n_windows)):
+    for k in range(n):
+        while w < bounds[k]:
+            held += marks[w]
+            if held > 0:
+                count += 1
+                past = w + 1
+            w += 1
+        covered[k], running[k], stop[k] = count, held, past
+    return covered, running, stop
+
+
+@_compile
+def labelled_windows(lo, hi, key_lo, key_hi, n_windows, range_from, slide, offset, range_, marks, running, at, counts,
+                     group, start, end):  # fmt: skip
+    """``covered_windows``' pass over the windows [``lo``, ``hi``) of the keys [``key_lo``, ``key_hi``) (``hi``: up to
+    where they are read; past it, none is covered), from ``running`` runs covering the window before ``lo``: each
+    covered window's count and labels written from position ``at`` on, and its number put in ``marks``. Returns how
+    many it labelled."""
+    covered = at
+    w = lo
+    for g in range(key_lo, key_hi):
         s = range_from[g] * slide + offset
-        for _ in range(n_windows[g]):
+        for _ in range(min(n_windows[g], hi - w)):
             running += marks[w]
             on = running > 0
             counts[covered], group[covered], start[covered], end[covered] = running, g, s, s + range_
@@ -687,10 +728,15 @@ def covered_windows(first, last, n_windows, range_from, slide, offset, range_, m
             covered += on
             s += slide
             w += 1
+    return covered - at
+
+
+@_compile
+def renumbered_runs(first, last, marks, first_out, last_out):
+    """Each run's first and last window by their numbers among the covered ones (``labelled_windows``' ``marks``)."""
     for e in range(len(first)):
         first_out[e] = marks[first[e]]
         last_out[e] = marks[last[e]]
-    return covered
 
 
 @_compile
@@ -991,6 +1037,11 @@ def _warm_up_calls(every: bool) -> dict[str, list]:
         "covered_windows": [lambda: covered_windows(ints, ints, ints, ints, 1, 0, 1, np.zeros(2, np.int32),
                                                     *(np.zeros(2, np.int64) for _ in range(4)), ints.copy(),
                                                     ints.copy())],
+        "covered_before": [lambda: covered_before(np.zeros(2, np.int32), ints)],
+        "marked_runs": [lambda: marked_runs(ints, ints, np.zeros(2, np.int32))],
+        "labelled_windows": [lambda: labelled_windows(0, 1, 0, 1, ints, ints, 1, 0, 1, np.zeros(2, np.int32), 0, 0,
+                                                      *(np.zeros(2, np.int64) for _ in range(4)))],
+        "renumbered_runs": [lambda: renumbered_runs(ints, ints, np.zeros(2, np.int32), ints.copy(), ints.copy())],
         "event_ends_into": [lambda t=t: event_ends_into(t, t, ints.copy()) for t in ints_of],
         "run_sums_into": [lambda v=v: run_sums_into(ints, ints, v, np.zeros(2, np.int64))
                           for v in (*ints_of, ints[:0])],
@@ -1011,10 +1062,13 @@ COMPILE_SECONDS = {"run_cells": 6.8, "run_extremes": 0.6, "run_occupancy": 1.9, 
                    "text_neighbours_differ": 0.7, "appearance_codes": 1.6,
                    "chunk_runs_into": 1.2, "window_labels": 0.3, "covered_windows": 0.5, "run_sums_into": 0.6,
                    "run_extremes_into": 2.6, "event_ends_into": 0.3, "plain_integers": 0.5,
-                   "plain_records": 1.3, "marked_counts": 0.3}  # fmt: skip
-# plain_records: one compile, uncached, 2026-11-29 (1.25 s); covered_windows: 0.47-0.49 s, two compiles uncached,
-# each the first of its process (2026-11-29); run_extremes, run_extremes_into and appearance_codes
-# measured again after the hashed keys and the one pass over the runs' lengths (2026-11-29)
+                   "plain_records": 1.3, "marked_counts": 0.3, "covered_before": 0.4, "marked_runs": 0.2,
+                   "labelled_windows": 0.2, "renumbered_runs": 0.2}  # fmt: skip
+# covered_before, marked_runs, labelled_windows, renumbered_runs: 0.39, 0.17, 0.24, 0.17 s, each the first compile
+# of its process, uncached (2026-11-30); plain_records: one compile, uncached, 2026-11-29 (1.25 s);
+# covered_windows: 0.47-0.49 s, two compiles uncached, each the first of its process (2026-11-29); run_extremes,
+# run_extremes_into and appearance_codes measured again after the hashed keys and the one pass over the runs'
+# lengths (2026-11-29)
 
 
 def warm_up_shares(parts: int) -> list[list[str]]:
