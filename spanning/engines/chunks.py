@@ -295,7 +295,7 @@ def _covered_chunk(spec: WindowSpec, aggregates: Sequence[Aggregate], cols: Batc
     counts, group, start, end = (np.empty(most + 1, dtype=np.int64) for _ in range(4))
     first, last = np.empty_like(run_first), np.empty_like(run_last)
     labels = (n_windows, range_from, spec.slide, spec.offset, spec.range, marks)
-    count = threads.shares(total)
+    count = threads.shares(total)  # SHARED_FROM windows a share: the rows' threshold, not measured for windows
     if count < 2:
         covered = covered_windows(run_first, run_last, *labels, counts, group, start, end, first, last)
     else:

@@ -302,28 +302,28 @@ def python_plan_modules(cfg: RunConfig) -> tuple[str, ...]:
     return PYTHON_MODULES + (("datasketches",) if sketches else ())
 
 
-def planned_worker_modules(cfg: RunConfig, inputs: Inputs, master: str, connect: bool = False) -> tuple[str, ...]:
-    """What the job's Python workers will import on ``master``, as far as the files and the query tell before Spark
-    starts: vector's modules when its tasks will read the files themselves (Parquet row groups, or local CSV
-    files in byte ranges), the Python plan's when the query alone chooses it; none when the plan is not known yet.
-    """
+def daemon_modules(cfg: RunConfig, inputs: Inputs, master: str, connect: bool = False) -> tuple[str, ...]:
+    """Vector's modules on ``master`` where its tasks will read the files themselves (Parquet row groups, or local
+    CSV files in byte ranges), as far as the files tell before Spark starts; else none. What ``spanning run``'s
+    worker daemon imports before it forks the workers (``session.get_session``'s ``worker_modules``): 100 CSV files
+    of 3M rows, 8.38 s against 8.69 s, six alternating pairs. Not the Python plan's (pandas, DataSketches): one
+    daemon importing them while the JVM builds the session made 3M rows with two sketches 15.75 s against 15.38 s
+    (medians of twelve pairs), where two workers had imported them side by side (2026-11-30)."""
     if vector_reads_parquet(cfg, inputs):
         return VECTOR_MODULES
     if csv_reads_itself(cfg, inputs) and not connect and session_kind.is_local_name(master, LOCAL_MASTERS):
         return VECTOR_MODULES + CSV_MODULES  # the tasks will read the CSV files' byte ranges (``compute``)
-    if python_plan_certain(cfg):
-        return python_plan_modules(cfg)
     return ()
 
 
-def daemon_modules(cfg: RunConfig, inputs: Inputs, master: str) -> tuple[str, ...]:
-    """What ``spanning run``'s worker daemon imports before it forks the workers (``session.get_session``'s
-    ``worker_modules``): vector's modules, where its tasks will read the files (``planned_worker_modules``). 100
-    CSV files of 3M rows: 8.38 s against 8.69 s, six alternating pairs. Not the Python plan's (pandas, DataSketches):
-    one daemon importing them while the JVM builds the session made 3M rows with two sketches 15.75 s against
-    15.38 s (medians of twelve pairs), where two workers had imported them side by side (2026-11-30)."""
-    modules = planned_worker_modules(cfg, inputs, master)
-    return modules if modules[: len(VECTOR_MODULES)] == VECTOR_MODULES else ()
+def planned_worker_modules(cfg: RunConfig, inputs: Inputs, master: str, connect: bool = False) -> tuple[str, ...]:
+    """What the job's Python workers will import on ``master``, as far as the files and the query tell before Spark
+    starts: vector's (``daemon_modules``), or the Python plan's when the query alone chooses it; none when the plan
+    is not known yet."""
+    vector = daemon_modules(cfg, inputs, master, connect)
+    if vector:
+        return vector
+    return python_plan_modules(cfg) if python_plan_certain(cfg) else ()
 
 
 def warm_vector_workers(spark, cfg: RunConfig, inputs: Inputs) -> bool:

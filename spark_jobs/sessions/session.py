@@ -291,15 +291,17 @@ def get_session(
         conf.set("spark.executor.defaultJavaOptions", QUICK_COMPILER_ONLY)
     if temp is not None and "SPARK_LOCAL_DIRS" not in os.environ:
         conf.set("spark.local.dir", temp)  # the block manager's files too
+    preloading = False  # our daemon imports worker_modules: start it while the JVM builds the session
     if master and workers_import_the_engine(master, os.environ["PYSPARK_PYTHON"]):
         # pyspark compiled, not from its zip
         conf.set("spark.python.daemon.module", "spark_jobs.sessions.worker_daemon")
         if worker_modules:
             conf.set(f"spark.executorEnv.{PRELOAD_VARIABLE}", ",".join(worker_modules))
+            preloading = True
     try:
         if "PYSPARK_GATEWAY_PORT" not in os.environ:
             launch_driver_jvm(conf)
-        if conf.contains(f"spark.executorEnv.{PRELOAD_VARIABLE}"):
+        if preloading:
             from pyspark import SparkContext
 
             start_worker_daemon(SparkContext.getOrCreate(conf))
